@@ -1,0 +1,1 @@
+"""Benchmark harness: side-by-side measurements recorded in bench/RESULTS.md."""

@@ -1,0 +1,1 @@
+"""specroute control plane: SQL model, admin REST, internal API, automation."""

@@ -1,0 +1,66 @@
+"""Wire documents shared by control, gateway and engine.
+
+This package imports nothing of the project and nothing heavier than pydantic,
+so the gateway and the engine agent can depend on it without SQLAlchemy.
+"""
+
+from control.contract.errors import ErrorBody, ErrorDetail
+from control.contract.features import Arm, RequestFeatures, SegmentSelector
+from control.contract.heartbeat import HeartbeatAck, SpecCounters, WorkerHeartbeat
+from control.contract.pool import PoolSpec, SpeculativeConfig
+from control.contract.snapshot import (
+    EXPOSING_STATES,
+    PairCapabilities,
+    PairVersionSpec,
+    PolicySnapshot,
+    PoolSnapshot,
+    QuotaSpec,
+    QuotaWeights,
+    RolloutSpec,
+    RolloutState,
+    SegmentSpec,
+    TenantSpec,
+    WorkerSpec,
+)
+from control.contract.telemetry import (
+    LATENCY_BUCKETS_MS,
+    LatencyHistogram,
+    TelemetryAck,
+    TelemetryBatch,
+    TelemetryWindow,
+)
+
+INTERNAL_PREFIX = "/internal/v1"
+SNAPSHOT_CHANNEL = "specroute.snapshot"
+
+__all__ = [
+    "EXPOSING_STATES",
+    "INTERNAL_PREFIX",
+    "LATENCY_BUCKETS_MS",
+    "SNAPSHOT_CHANNEL",
+    "Arm",
+    "ErrorBody",
+    "ErrorDetail",
+    "HeartbeatAck",
+    "LatencyHistogram",
+    "PairCapabilities",
+    "PairVersionSpec",
+    "PolicySnapshot",
+    "PoolSnapshot",
+    "PoolSpec",
+    "QuotaSpec",
+    "QuotaWeights",
+    "RequestFeatures",
+    "RolloutSpec",
+    "RolloutState",
+    "SegmentSelector",
+    "SegmentSpec",
+    "SpecCounters",
+    "SpeculativeConfig",
+    "TelemetryAck",
+    "TelemetryBatch",
+    "TelemetryWindow",
+    "TenantSpec",
+    "WorkerHeartbeat",
+    "WorkerSpec",
+]

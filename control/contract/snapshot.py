@@ -1,0 +1,146 @@
+"""The compiled policy snapshot the gateway routes on (GET /internal/v1/snapshot)."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from control.contract.features import RequestFeatures, SegmentSelector
+
+
+class RolloutState(StrEnum):
+    DRAFT = "draft"
+    CANARY = "canary"
+    RAMPING = "ramping"
+    FULL = "full"
+    PAUSED = "paused"
+    DISABLED = "disabled"
+    PROBATION = "probation"
+    ROLLED_BACK = "rolled_back"
+
+
+# States in which a share of the segment's traffic goes to the spec arm.
+EXPOSING_STATES: frozenset[RolloutState] = frozenset(
+    {RolloutState.CANARY, RolloutState.RAMPING, RolloutState.FULL, RolloutState.PROBATION}
+)
+
+
+class PairCapabilities(BaseModel):
+    structured_output: bool = Field(
+        default=False, description="Spec pool serves structured output losslessly."
+    )
+    penalties: bool = Field(
+        default=True, description="Spec pool serves presence/frequency/repetition penalties."
+    )
+
+
+class PairVersionSpec(BaseModel):
+    id: int
+    pair_name: str
+    version: int
+    label: str = Field(description="Human label, e.g. 'tiny-code-v3'.")
+    method: str = Field(description="draft_model, ngram, eagle, eagle3, mtp, medusa.")
+    num_speculative_tokens: int = Field(ge=1)
+    target_ref: str
+    draft_ref: str | None = None
+    draft_sample_method: str = Field(default="greedy", description="greedy or probabilistic.")
+    adapter_id: str | None = None
+    capabilities: PairCapabilities = Field(default_factory=PairCapabilities)
+
+
+class WorkerSpec(BaseModel):
+    id: str
+    pool_id: int
+    endpoint_url: str
+    healthy: bool
+    draft_loaded: bool = False
+    kv_cache_usage: float = 0.0
+    running: int = 0
+    waiting: int = 0
+    last_heartbeat_at: datetime | None = None
+
+
+class PoolSnapshot(BaseModel):
+    id: int
+    name: str
+    served_model_name: str = Field(description="Model name the client uses and the engine serves.")
+    target_ref: str
+    pair_version_id: int | None = Field(default=None, description="None: a baseline pool.")
+    workers: list[WorkerSpec] = Field(default_factory=list)
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.pair_version_id is None
+
+    def healthy_workers(self) -> list[WorkerSpec]:
+        return [w for w in self.workers if w.healthy]
+
+
+class SegmentSpec(BaseModel):
+    id: int
+    name: str
+    priority: int = Field(description="Higher wins when selectors overlap; ties by lower id.")
+    selector: SegmentSelector
+
+
+class RolloutSpec(BaseModel):
+    id: int
+    segment_id: int
+    pair_version_id: int
+    spec_pool_id: int
+    baseline_pool_id: int
+    state: RolloutState
+    percentage: float = Field(ge=0.0, le=100.0, description="Share of cohorts on the spec arm.")
+    cohort_salt: str
+    version: int
+
+    @property
+    def exposing(self) -> bool:
+        return self.state in EXPOSING_STATES and self.percentage > 0.0
+
+
+class QuotaSpec(BaseModel):
+    weighted_tokens_per_minute: int | None = Field(
+        default=None, ge=1, description="None: unlimited."
+    )
+
+
+class TenantSpec(BaseModel):
+    id: int
+    name: str
+    key_hashes: list[str] = Field(description="sha256 hex digests of the tenant's active keys.")
+    allowed_models: list[str] | None = Field(default=None, description="None: every model.")
+    override_allowed: bool = Field(
+        default=False, description="May use the x-specroute-speculation header."
+    )
+    quota: QuotaSpec = Field(default_factory=QuotaSpec)
+
+
+class QuotaWeights(BaseModel):
+    prompt: float = Field(default=1.0, ge=0.0)
+    completion: float = Field(default=1.0, ge=0.0)
+    rejected_draft: float = Field(default=0.0, ge=0.0)
+
+
+class PolicySnapshot(BaseModel):
+    version: int = Field(ge=0, description="Monotonically increasing.")
+    generated_at: datetime
+    ttl_seconds: float = Field(gt=0, description="Older than this: fail safe to baseline.")
+    segments: list[SegmentSpec] = Field(default_factory=list)
+    rollouts: list[RolloutSpec] = Field(default_factory=list)
+    pools: list[PoolSnapshot] = Field(default_factory=list)
+    pair_versions: list[PairVersionSpec] = Field(default_factory=list)
+    tenants: list[TenantSpec] = Field(default_factory=list)
+    quota_weights: QuotaWeights = Field(default_factory=QuotaWeights)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def segment_for(self, features: RequestFeatures) -> SegmentSpec | None:
+        """The matching segment with the highest priority; ties go to the lowest id."""
+        best: SegmentSpec | None = None
+        for seg in self.segments:
+            if not seg.selector.matches(features):
+                continue
+            if best is None or (seg.priority, -seg.id) > (best.priority, -best.id):
+                best = seg
+        return best

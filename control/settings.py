@@ -1,0 +1,52 @@
+"""Control-plane settings (env prefix SPECROUTE_)."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ControlSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SPECROUTE_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    data_dir: Path = Field(
+        default=Path("data"),
+        description="Directory for embedded state: the SQLite database, broker and reports.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description=(
+            "SQLAlchemy URL of the control database. Unset: an SQLite file "
+            "`control.db` under the data dir. PostgreSQL: postgresql+psycopg://..."
+        ),
+    )
+    admin_token: SecretStr = Field(
+        default=SecretStr("specroute-admin-dev"),
+        description="Bootstrap admin bearer token with admin:read and admin:write scopes.",
+    )
+    internal_token: SecretStr = Field(
+        default=SecretStr("specroute-internal-dev"),
+        description="Bearer token gateways and engine agents use on the internal API.",
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL for snapshot change notifications (pub/sub). Unset: none.",
+    )
+    snapshot_ttl_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Age after which a gateway fails safe to the baseline arm.",
+    )
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'control.db').resolve()}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> ControlSettings:
+    return ControlSettings()

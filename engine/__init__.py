@@ -1,0 +1,1 @@
+"""specroute engine side: vLLM pools, agents, the bundled tiny pair, pair artifacts."""

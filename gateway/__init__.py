@@ -1,0 +1,1 @@
+"""specroute gateway: the OpenAI-compatible data plane. No SQL, no Celery."""
