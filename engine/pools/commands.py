@@ -1,0 +1,7 @@
+"""Commands of engine.pools."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this area's commands to `specroute engine`."""
