@@ -1,5 +1,6 @@
 """The wire contract: selector matching and segment resolution are deterministic."""
 
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -68,7 +69,7 @@ def test_overlapping_segments_resolve_by_priority_then_id() -> None:
 def test_latency_buckets_are_log_spaced_and_histogram_validates() -> None:
     assert LATENCY_BUCKETS_MS[0] == pytest.approx(0.1)
     assert LATENCY_BUCKETS_MS[-1] == pytest.approx(100_000.0)
-    ratios = {round(b / a, 3) for a, b in zip(LATENCY_BUCKETS_MS, LATENCY_BUCKETS_MS[1:])}
+    ratios = {round(b / a, 3) for a, b in itertools.pairwise(LATENCY_BUCKETS_MS)}
     assert ratios <= {1.259, 1.258, 1.26}
     assert LatencyHistogram().total == 0
     with pytest.raises(ValidationError):

@@ -1,0 +1,35 @@
+"""All ORM models in one package so Alembic sees one metadata."""
+
+from control.models.audit import AuditEvent, Decision
+from control.models.base import Base, utcnow
+from control.models.pairs import Pair, PairVersion
+from control.models.pools import Pool, Worker
+from control.models.recommendations import DepthRecommendation
+from control.models.rollouts import Rollout
+from control.models.segments import Segment
+from control.models.state import IdempotencyRecord, SnapshotState
+from control.models.telemetry import TelemetryBatchRow, TelemetryWindowRow
+from control.models.tenants import AdminToken, ApiKey, Tenant
+from control.models.thresholds import ThresholdSet
+
+__all__ = [
+    "AdminToken",
+    "ApiKey",
+    "AuditEvent",
+    "Base",
+    "Decision",
+    "DepthRecommendation",
+    "IdempotencyRecord",
+    "Pair",
+    "PairVersion",
+    "Pool",
+    "Rollout",
+    "Segment",
+    "SnapshotState",
+    "TelemetryBatchRow",
+    "TelemetryWindowRow",
+    "Tenant",
+    "ThresholdSet",
+    "Worker",
+    "utcnow",
+]
