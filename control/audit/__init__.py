@@ -1,0 +1,1 @@
+"""Audit trail of every mutation."""

@@ -1,0 +1,5 @@
+"""The internal API (/internal/v1) that gateways and engine agents call."""
+
+from fastapi import APIRouter
+
+router = APIRouter()

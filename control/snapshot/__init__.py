@@ -1,0 +1,1 @@
+"""The compiled policy snapshot: version counter, compiler, change notifications."""
