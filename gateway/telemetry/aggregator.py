@@ -1,0 +1,186 @@
+"""Windowed aggregation of request records into telemetry batches.
+
+A window is keyed by (segment, arm, pair version, rollout, window start); all
+windows sharing a start form one ``TelemetryBatch``, which control stores
+idempotently by (gateway id, window start). Hence a window start, once drained,
+must never be emitted again: a record arriving late for it is counted in the
+next open window instead of producing a second batch that control would discard
+as a duplicate.
+"""
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from control.contract import (
+    LATENCY_BUCKETS_MS,
+    Arm,
+    LatencyHistogram,
+    TelemetryBatch,
+    TelemetryWindow,
+)
+from gateway.telemetry.buckets import bucket_index
+from gateway.telemetry.record import RequestRecord
+
+_N_COUNTS = len(LATENCY_BUCKETS_MS) + 1
+
+WindowKey = tuple[int | None, Arm, int | None, int | None]
+
+
+@dataclass(slots=True)
+class _Histogram:
+    counts: list[int] = field(default_factory=lambda: [0] * _N_COUNTS)
+    sum_ms: float = 0.0
+
+    def add(self, value_ms: float) -> None:
+        self.counts[bucket_index(value_ms)] += 1
+        self.sum_ms += value_ms
+
+    def to_contract(self) -> LatencyHistogram:
+        return LatencyHistogram(counts=list(self.counts), sum_ms=self.sum_ms)
+
+
+@dataclass(slots=True)
+class _Accumulator:
+    requests: int = 0
+    errors: int = 0
+    cancellations: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    drafts: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    accepted_per_position: list[int] = field(default_factory=list)
+    ttft: _Histogram = field(default_factory=_Histogram)
+    tpot: _Histogram = field(default_factory=_Histogram)
+    e2e: _Histogram = field(default_factory=_Histogram)
+
+    def add(self, rec: RequestRecord) -> None:
+        self.requests += 1
+        if rec.outcome == "error":
+            self.errors += 1
+        elif rec.outcome == "cancelled":
+            self.cancellations += 1
+        self.prompt_tokens += rec.prompt_tokens
+        self.completion_tokens += rec.completion_tokens
+        self.drafts += rec.drafts
+        self.drafted_tokens += rec.drafted_tokens
+        self.accepted_tokens += rec.accepted_tokens
+        per_pos = self.accepted_per_position
+        if len(rec.accepted_per_position) > len(per_pos):
+            per_pos.extend([0] * (len(rec.accepted_per_position) - len(per_pos)))
+        for i, n in enumerate(rec.accepted_per_position):
+            per_pos[i] += n
+        if rec.ttft_ms is not None:
+            self.ttft.add(rec.ttft_ms)
+        if rec.tpot_ms is not None:
+            self.tpot.add(rec.tpot_ms)
+        self.e2e.add(rec.e2e_ms)
+
+
+class TelemetryAggregator:
+    def __init__(self, gateway_id: str, window_seconds: int, max_pending_windows: int) -> None:
+        if window_seconds <= 0:
+            raise ValueError("window_seconds must be positive")
+        if max_pending_windows <= 0:
+            raise ValueError("max_pending_windows must be positive")
+        self.gateway_id = gateway_id
+        self.window_seconds = window_seconds
+        self.max_pending_windows = max_pending_windows
+        # window start (epoch seconds) -> key -> accumulator; dicts keep insertion order,
+        # and starts are inserted in increasing order, so the first is the oldest.
+        self._windows: dict[int, dict[WindowKey, _Accumulator]] = {}
+        self._last_drained_start: int | None = None
+        self._lock = threading.Lock()
+        self.dropped_windows = 0
+        self.dropped_requests = 0
+        self.late_records = 0
+
+    def window_start_of(self, t: float) -> int:
+        return int(t // self.window_seconds) * self.window_seconds
+
+    def record(self, rec: RequestRecord) -> None:
+        start = self.window_start_of(rec.finished_at)
+        key: WindowKey = (rec.segment_id, rec.arm, rec.pair_version_id, rec.rollout_id)
+        with self._lock:
+            if self._last_drained_start is not None and start <= self._last_drained_start:
+                start = self._last_drained_start + self.window_seconds
+                self.late_records += 1
+            window = self._windows.get(start)
+            if window is None:
+                window = self._open_window(start)
+            acc = window.get(key)
+            if acc is None:
+                acc = window[key] = _Accumulator()
+            acc.add(rec)
+
+    def _open_window(self, start: int) -> dict[WindowKey, _Accumulator]:
+        # NOTE: bounded memory when nobody drains (control down and the flusher's own
+        # queue is a separate bound): the oldest window goes first, counted.
+        while len(self._windows) >= self.max_pending_windows:
+            oldest = min(self._windows)
+            dropped = self._windows.pop(oldest)
+            self.dropped_windows += 1
+            self.dropped_requests += sum(a.requests for a in dropped.values())
+        window: dict[WindowKey, _Accumulator] = {}
+        self._windows[start] = window
+        return window
+
+    def drain_closed(self, now: float) -> list[TelemetryBatch]:
+        """Batches for every window whose end is <= now, oldest first; they leave memory."""
+        with self._lock:
+            closed = sorted(s for s in self._windows if s + self.window_seconds <= now)
+            taken = [(s, self._windows.pop(s)) for s in closed]
+            if closed:
+                last = closed[-1]
+                if self._last_drained_start is None or last > self._last_drained_start:
+                    self._last_drained_start = last
+        return [self._to_batch(start, window) for start, window in taken]
+
+    def drain_all(self) -> list[TelemetryBatch]:
+        """Every window, open ones included: for shutdown."""
+        return self.drain_closed(float("inf"))
+
+    def pending_requests(self) -> int:
+        with self._lock:
+            return sum(a.requests for w in self._windows.values() for a in w.values())
+
+    def _to_batch(self, start: int, window: dict[WindowKey, _Accumulator]) -> TelemetryBatch:
+        started = datetime.fromtimestamp(start, UTC)
+        return TelemetryBatch(
+            gateway_id=self.gateway_id,
+            window_start=started,
+            windows=list(self._to_windows(started, window)),
+        )
+
+    def _to_windows(
+        self, started: datetime, window: dict[WindowKey, _Accumulator]
+    ) -> Iterator[TelemetryWindow]:
+        def order(key: WindowKey) -> tuple[int, str, int, int]:
+            seg, arm, pv, ro = key
+            return (-1 if seg is None else seg, arm.value, pv or -1, ro or -1)
+
+        for key in sorted(window, key=order):
+            seg, arm, pv, ro = key
+            acc = window[key]
+            yield TelemetryWindow(
+                segment_id=seg,
+                arm=arm,
+                pair_version_id=pv,
+                rollout_id=ro,
+                window_start=started,
+                window_seconds=self.window_seconds,
+                requests=acc.requests,
+                errors=acc.errors,
+                cancellations=acc.cancellations,
+                prompt_tokens=acc.prompt_tokens,
+                completion_tokens=acc.completion_tokens,
+                drafts=acc.drafts,
+                drafted_tokens=acc.drafted_tokens,
+                accepted_tokens=acc.accepted_tokens,
+                accepted_per_position=list(acc.accepted_per_position),
+                ttft=acc.ttft.to_contract(),
+                tpot=acc.tpot.to_contract(),
+                e2e=acc.e2e.to_contract(),
+            )

@@ -1,0 +1,155 @@
+"""Windowed aggregation: sums, buckets, window boundaries, late records, memory cap."""
+
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from control.contract import LATENCY_BUCKETS_MS, Arm, TelemetryBatch
+from gateway.telemetry import RequestRecord, TelemetryAggregator, bucket_index
+from gateway.telemetry.buckets import OVERFLOW_INDEX
+
+T0 = 1_700_000_000.0  # a multiple of 10 s: window [T0, T0 + 10)
+
+
+def rec(**kw: object) -> RequestRecord:
+    base = RequestRecord(
+        request_id="r",
+        tenant="acme",
+        segment_id=1,
+        segment_name="code",
+        arm=Arm.SPEC,
+        pair_version_id=7,
+        rollout_id=3,
+        reason="cohort_spec",
+        outcome="ok",
+        http_status=200,
+        prompt_tokens=10,
+        completion_tokens=20,
+        drafts=8,
+        drafted_tokens=24,
+        accepted_tokens=12,
+        accepted_per_position=(6, 4, 2),
+        ttft_ms=50.0,
+        tpot_ms=5.0,
+        e2e_ms=145.0,
+        finished_at=T0 + 1.0,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def reference_bucket(value_ms: float) -> int:
+    """The contract's rule, literally: first edge with value <= edge, else overflow."""
+    for i, edge in enumerate(LATENCY_BUCKETS_MS):
+        if value_ms <= edge:
+            return i
+    return len(LATENCY_BUCKETS_MS)
+
+
+@given(st.floats(min_value=-1.0, max_value=1e6, allow_nan=False))
+def test_bucket_index_matches_the_contract_rule(value: float) -> None:
+    assert bucket_index(value) == reference_bucket(value)
+
+
+def test_bucket_edges_are_inclusive_and_overflow_is_last() -> None:
+    edge = LATENCY_BUCKETS_MS[20]  # 10 ms
+    assert edge == 10.0
+    assert bucket_index(edge) == 20
+    assert bucket_index(edge + 1e-9) == 21
+    assert bucket_index(0.0) == 0
+    assert bucket_index(LATENCY_BUCKETS_MS[-1] + 1.0) == OVERFLOW_INDEX
+
+
+def test_one_window_sums_every_field() -> None:
+    agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8)
+    agg.record(rec())
+    agg.record(rec(accepted_per_position=(1, 1, 1, 1), drafts=1, drafted_tokens=4))
+    agg.record(rec(outcome="error", http_status=502, completion_tokens=0, ttft_ms=None))
+    agg.record(rec(outcome="cancelled", http_status=499, tpot_ms=None, e2e_ms=200_000.0))
+    assert agg.drain_closed(T0 + 9.99) == []  # still open
+
+    [batch] = agg.drain_closed(T0 + 10.0)
+    assert batch.gateway_id == "gw-1"
+    assert batch.window_start == datetime.fromtimestamp(T0, UTC)
+    [w] = batch.windows
+    assert (w.segment_id, w.arm, w.pair_version_id, w.rollout_id) == (1, Arm.SPEC, 7, 3)
+    assert w.window_seconds == 10
+    assert (w.requests, w.errors, w.cancellations) == (4, 1, 1)
+    assert (w.prompt_tokens, w.completion_tokens) == (40, 60)
+    assert (w.drafts, w.drafted_tokens, w.accepted_tokens) == (8 + 1 + 8 + 8, 24 + 4 + 48, 48)
+    assert w.accepted_per_position == [6 + 1 + 6 + 6, 4 + 1 + 4 + 4, 2 + 1 + 2 + 2, 1]
+    assert w.ttft.total == 3 and w.ttft.sum_ms == pytest.approx(150.0)
+    assert w.ttft.counts[reference_bucket(50.0)] == 3
+    assert w.tpot.total == 3 and w.tpot.counts[reference_bucket(5.0)] == 3
+    assert w.e2e.total == 4
+    assert w.e2e.counts[reference_bucket(145.0)] == 3
+    assert w.e2e.counts[OVERFLOW_INDEX] == 1
+    # Round-trips through the wire contract unchanged.
+    assert TelemetryBatch.model_validate_json(batch.model_dump_json()) == batch
+    assert agg.drain_closed(T0 + 100.0) == []
+
+
+def test_keys_split_windows_and_window_starts_split_batches() -> None:
+    agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8)
+    agg.record(rec())
+    agg.record(rec(arm=Arm.BASELINE, pair_version_id=None, drafts=0))
+    agg.record(rec(segment_id=None, segment_name=None, rollout_id=None))
+    agg.record(rec(finished_at=T0 + 10.0))  # first instant of the next window
+    agg.record(rec(finished_at=T0 + 25.0))
+
+    batches = agg.drain_closed(T0 + 20.0)
+    assert [b.window_start.timestamp() for b in batches] == [T0, T0 + 10]
+    first, second = batches
+    keys = [(w.segment_id, w.arm, w.pair_version_id) for w in first.windows]
+    assert keys == [(None, Arm.SPEC, 7), (1, Arm.BASELINE, None), (1, Arm.SPEC, 7)]
+    assert [w.requests for w in second.windows] == [1]
+    [third] = agg.drain_closed(T0 + 30.0)
+    assert third.window_start.timestamp() == T0 + 20
+
+
+def test_a_late_record_goes_to_the_next_window_not_a_second_batch() -> None:
+    agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8)
+    agg.record(rec())
+    [batch] = agg.drain_closed(T0 + 10.5)
+    assert batch.windows[0].requests == 1
+    # Finished in the drained window but recorded after the drain: a second batch for
+    # T0 would be discarded by control as a duplicate, so it must move forward.
+    agg.record(rec(finished_at=T0 + 9.9))
+    assert agg.late_records == 1
+    [later] = agg.drain_closed(T0 + 20.0)
+    assert later.window_start.timestamp() == T0 + 10
+    assert later.windows[0].requests == 1
+
+
+def test_memory_cap_drops_the_oldest_windows_and_counts_them() -> None:
+    agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=3)
+    for i in range(5):
+        agg.record(rec(finished_at=T0 + 10 * i + 1))
+        agg.record(rec(finished_at=T0 + 10 * i + 2))
+    assert agg.dropped_windows == 2
+    assert agg.dropped_requests == 4
+    starts = [b.window_start.timestamp() for b in agg.drain_all()]
+    assert starts == [T0 + 20, T0 + 30, T0 + 40]
+
+
+def test_concurrent_recording_loses_nothing() -> None:
+    agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8)
+    per_thread, threads = 2000, 8
+
+    def work() -> None:
+        for _ in range(per_thread):
+            agg.record(rec())
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    [batch] = agg.drain_all()
+    [w] = batch.windows
+    assert w.requests == per_thread * threads
+    assert w.completion_tokens == 20 * per_thread * threads
+    assert w.e2e.total == per_thread * threads
