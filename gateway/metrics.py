@@ -1,0 +1,308 @@
+"""Prometheus metrics of the gateway, on their own registry, with bounded labels.
+
+Every metric is documented once, here, in its help text: what is counted (the
+numerator), per what (denominator or unit), and the PromQL that reads it; a
+metrics catalog is generated from these strings. Label values that come from
+traffic (segment, tenant) are capped to the top K by traffic plus ``other``,
+so a flood of new segments or tenants cannot grow the exposition without bound.
+"""
+
+import threading
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from control.contract import LATENCY_BUCKETS_MS, Arm
+from gateway.telemetry.record import RequestRecord
+
+PREFIX = "specroute_gateway_"
+OTHER = "other"
+NONE = "none"
+
+# Every second contract edge (5 per decade, 0.1 ms .. 100 s) in seconds: Prometheus
+# buckets then line up with the telemetry histograms control aggregates.
+LATENCY_BUCKETS_S: tuple[float, ...] = tuple(round(e / 1000.0, 7) for e in LATENCY_BUCKETS_MS[::2])
+
+
+class TopKLabels:
+    """Maps raw label values to at most k admitted values plus ``other``.
+
+    Values are admitted while slots are free; afterwards a value displaces the
+    least-trafficked admitted one once its (decayed) count exceeds that one's by
+    ``hysteresis``, so the admitted set follows the top K by traffic without
+    flapping. ``on_evict`` removes the evicted value's series, which keeps the
+    number of distinct values in the exposition at most k + 1.
+    """
+
+    def __init__(
+        self,
+        k: int,
+        on_evict: Callable[[str], None] | None = None,
+        *,
+        hysteresis: float = 2.0,
+        decay_every: int = 10_000,
+        max_tracked: int | None = None,
+    ) -> None:
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        self.k = k
+        self.on_evict = on_evict
+        self.hysteresis = hysteresis
+        self.decay_every = decay_every
+        self.max_tracked = max_tracked or 16 * k
+        self.admitted: set[str] = set()
+        self._counts: dict[str, float] = {}
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def resolve(self, value: str) -> str:
+        with self._lock:
+            self._count(value)
+            if value in self.admitted:
+                return value
+            if len(self.admitted) < self.k:
+                self.admitted.add(value)
+                return value
+            weakest = min(self.admitted, key=lambda v: self._counts.get(v, 0.0))
+            if self._counts[value] <= self.hysteresis * self._counts.get(weakest, 0.0):
+                return OTHER
+            self.admitted.discard(weakest)
+            self.admitted.add(value)
+        if self.on_evict is not None:
+            self.on_evict(weakest)
+        return value
+
+    def _count(self, value: str) -> None:
+        if value not in self._counts and len(self._counts) >= self.max_tracked:
+            # Forget the lighter half of the untracked-for-labels values: memory stays bounded.
+            candidates = sorted(
+                (v for v in self._counts if v not in self.admitted), key=self._counts.__getitem__
+            )
+            for v in candidates[: max(len(candidates) // 2, 1)]:
+                del self._counts[v]
+        self._counts[value] = self._counts.get(value, 0.0) + 1.0
+        self._seen += 1
+        if self._seen % self.decay_every == 0:
+            # NOTE: halving makes old traffic fade, so a segment that went quiet can be displaced.
+            self._counts = {v: c / 2.0 for v, c in self._counts.items()}
+
+
+class GatewayMetrics:
+    def __init__(
+        self,
+        top_k_segments: int,
+        *,
+        top_k_tenants: int | None = None,
+        max_positions: int = 16,
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.max_positions = max_positions
+        self.segments = TopKLabels(top_k_segments, on_evict=self._forget_segment)
+        self.tenants = TopKLabels(top_k_tenants or top_k_segments, on_evict=self._forget_tenant)
+        r = self.registry
+        seg_labels = ["segment", "arm", "pair_version"]
+        self.requests = Counter(
+            PREFIX + "requests",
+            "Finished requests (numerator), by segment, arm, pair version, outcome "
+            "(ok|error|cancelled) and HTTP status. Unit: requests. Error ratio: "
+            'sum(rate(specroute_gateway_requests_total{outcome="error"}[5m])) '
+            "/ sum(rate(specroute_gateway_requests_total[5m])).",
+            [*seg_labels, "outcome", "status"],
+            registry=r,
+        )
+        self.tokens = Counter(
+            PREFIX + "tokens",
+            "Tokens served, kind=prompt|completion, as the engine reported in usage. "
+            "Unit: tokens. Throughput: sum by (kind) (rate(specroute_gateway_tokens_total[1m])).",
+            [*seg_labels, "kind"],
+            registry=r,
+        )
+        self.drafts = Counter(
+            PREFIX + "spec_drafts",
+            "Draft proposals (target verification passes) on the spec arm, from the engine's "
+            "per-request speculative summary. Unit: drafts. Mean accepted length: "
+            "rate(specroute_gateway_spec_accepted_tokens_total[5m]) "
+            "/ rate(specroute_gateway_spec_drafts_total[5m]).",
+            ["segment", "pair_version"],
+            registry=r,
+        )
+        self.drafted_tokens = Counter(
+            PREFIX + "spec_drafted_tokens",
+            "Draft tokens proposed to the target (denominator of the acceptance rate). "
+            "Unit: tokens.",
+            ["segment", "pair_version"],
+            registry=r,
+        )
+        self.accepted_tokens = Counter(
+            PREFIX + "spec_accepted_tokens",
+            "Draft tokens the target accepted (numerator of the acceptance rate). Unit: tokens. "
+            "Acceptance rate: rate(specroute_gateway_spec_accepted_tokens_total[5m]) "
+            "/ rate(specroute_gateway_spec_drafted_tokens_total[5m]).",
+            ["segment", "pair_version"],
+            registry=r,
+        )
+        self.accepted_by_position = Counter(
+            PREFIX + "spec_accepted_tokens_by_position",
+            "Accepted draft tokens at draft position (0-based; the last position value "
+            f"folds positions >= {max_positions - 1}). Unit: tokens. Per-position acceptance: "
+            'rate(...{position="i"}[5m]) / rate(specroute_gateway_spec_drafts_total[5m]).',
+            ["segment", "pair_version", "position"],
+            registry=r,
+        )
+        latency_labels = ["segment", "arm"]
+        self.ttft = Histogram(
+            PREFIX + "ttft_seconds",
+            "Time to first token seen by the gateway, from request arrival to the first "
+            "content chunk. Unit: seconds. p99: histogram_quantile(0.99, sum by (le, arm) "
+            "(rate(specroute_gateway_ttft_seconds_bucket[5m]))).",
+            latency_labels,
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.tpot = Histogram(
+            PREFIX + "tpot_seconds",
+            "Time per output token after the first: (e2e - ttft) / (completion_tokens - 1), "
+            "one sample per request with more than one token. Unit: seconds per token.",
+            latency_labels,
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            PREFIX + "e2e_seconds",
+            "End-to-end request latency at the gateway, arrival to last byte. Unit: seconds.",
+            latency_labels,
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.decisions = Counter(
+            PREFIX + "decisions",
+            "Routing decisions by reason (DecisionReason) and chosen arm. Unit: decisions. "
+            'Share sent to spec: sum(rate(specroute_gateway_decisions_total{arm="spec"}[5m])) '
+            "/ sum(rate(specroute_gateway_decisions_total[5m])).",
+            ["reason", "arm"],
+            registry=r,
+        )
+        self.snapshot_version = Gauge(
+            PREFIX + "snapshot_version",
+            "Version of the policy snapshot the gateway routes on. Unit: version number.",
+            registry=r,
+        )
+        self.snapshot_age = Gauge(
+            PREFIX + "snapshot_age_seconds",
+            "Age of the routed-on snapshot at scrape time (now - generated_at). Unit: seconds. "
+            "Above the snapshot TTL every segment fails safe to baseline.",
+            registry=r,
+        )
+        self._snapshot_age_at: tuple[float, float] | None = None  # (age_s, monotonic at set)
+        self.snapshot_age.set_function(self._current_snapshot_age)
+        self.quota_rejections = Counter(
+            PREFIX + "quota_rejections",
+            "Requests refused with 429 because the tenant's weighted-token budget was spent. "
+            "Unit: requests.",
+            ["tenant"],
+            registry=r,
+        )
+        self.outstanding = Gauge(
+            PREFIX + "outstanding_requests",
+            "Requests in flight to an engine worker (the least-outstanding routing signal). "
+            "Unit: requests.",
+            ["pool", "worker"],
+            registry=r,
+        )
+        self.telemetry_flushed = Counter(
+            PREFIX + "telemetry_batches_flushed",
+            "Telemetry batches (one per closed window) acknowledged by control. Unit: batches.",
+            registry=r,
+        )
+        self.telemetry_dropped = Counter(
+            PREFIX + "telemetry_batches_dropped",
+            "Telemetry batches never delivered, by reason: overflow (queue cap hit while "
+            "control was down; oldest dropped), rejected (control answered 4xx), shutdown "
+            "(undelivered at exit). Unit: batches.",
+            ["reason"],
+            registry=r,
+        )
+        self.telemetry_pending = Gauge(
+            PREFIX + "telemetry_batches_pending",
+            "Telemetry batches waiting for delivery to control. Unit: batches.",
+            registry=r,
+        )
+
+    def observe_request(self, rec: RequestRecord) -> None:
+        segment = self.segments.resolve(rec.segment_name or NONE)
+        arm = rec.arm.value
+        pv = NONE if rec.pair_version_id is None else str(rec.pair_version_id)
+        self.requests.labels(segment, arm, pv, rec.outcome, str(rec.http_status)).inc()
+        if rec.prompt_tokens:
+            self.tokens.labels(segment, arm, pv, "prompt").inc(rec.prompt_tokens)
+        if rec.completion_tokens:
+            self.tokens.labels(segment, arm, pv, "completion").inc(rec.completion_tokens)
+        if rec.drafts or rec.drafted_tokens:
+            self.drafts.labels(segment, pv).inc(rec.drafts)
+            self.drafted_tokens.labels(segment, pv).inc(rec.drafted_tokens)
+            self.accepted_tokens.labels(segment, pv).inc(rec.accepted_tokens)
+            last = self.max_positions - 1
+            for i, n in enumerate(rec.accepted_per_position):
+                if n:
+                    self.accepted_by_position.labels(segment, pv, str(min(i, last))).inc(n)
+        if rec.ttft_ms is not None:
+            self.ttft.labels(segment, arm).observe(rec.ttft_ms / 1000.0)
+        if rec.tpot_ms is not None:
+            self.tpot.labels(segment, arm).observe(rec.tpot_ms / 1000.0)
+        self.e2e.labels(segment, arm).observe(rec.e2e_ms / 1000.0)
+
+    def observe_decision(self, reason: str, arm: Arm) -> None:
+        self.decisions.labels(reason, arm.value).inc()
+
+    def observe_quota_rejection(self, tenant: str) -> None:
+        self.quota_rejections.labels(self.tenants.resolve(tenant)).inc()
+
+    def set_snapshot(self, version: int, age_s: float) -> None:
+        self.snapshot_version.set(version)
+        self._snapshot_age_at = (age_s, time.monotonic())
+
+    def _current_snapshot_age(self) -> float:
+        # NOTE: the age keeps growing between set_snapshot calls (control down), so it is
+        # computed at scrape time rather than frozen at the last set.
+        if self._snapshot_age_at is None:
+            return float("nan")
+        age_s, at = self._snapshot_age_at
+        return age_s + (time.monotonic() - at)
+
+    def set_outstanding(self, pool: str, worker: str, n: int) -> None:
+        self.outstanding.labels(pool, worker).set(n)
+
+    def forget_worker(self, pool: str, worker: str) -> None:
+        """Drop a worker's series when it leaves the snapshot, so churn does not accumulate."""
+        self.outstanding.remove(pool, worker)
+
+    def observe_telemetry_flushed(self, n: int = 1) -> None:
+        self.telemetry_flushed.inc(n)
+
+    def observe_telemetry_dropped(self, reason: str, n: int = 1) -> None:
+        self.telemetry_dropped.labels(reason).inc(n)
+
+    def set_telemetry_pending(self, n: int) -> None:
+        self.telemetry_pending.set(n)
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def _forget_segment(self, segment: str) -> None:
+        for metric in (
+            self.requests,
+            self.tokens,
+            self.drafts,
+            self.drafted_tokens,
+            self.accepted_tokens,
+            self.accepted_by_position,
+            self.ttft,
+            self.tpot,
+            self.e2e,
+        ):
+            metric.remove_by_labels({"segment": segment})
+
+    def _forget_tenant(self, tenant: str) -> None:
+        self.quota_rejections.remove_by_labels({"tenant": tenant})
