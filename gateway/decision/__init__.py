@@ -1,0 +1,1 @@
+"""Pure per-request decision: features, segment, rollout, cohort, compatibility."""

@@ -1,0 +1,192 @@
+"""The per-request arm decision: pure, in memory, deterministic for its inputs."""
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from control.contract import (
+    Arm,
+    PairCapabilities,
+    PairVersionSpec,
+    PolicySnapshot,
+    PoolSnapshot,
+    RequestFeatures,
+    RolloutSpec,
+    SegmentSpec,
+    TenantSpec,
+)
+from gateway.decision.cohort import in_spec_cohort
+from gateway.decision.features import spec_incompatibility
+from gateway.decision.reasons import DecisionReason as R
+from gateway.errors import ModelNotFound, PermissionDenied, ServiceUnavailable
+from gateway.proxy.schemas import SamplingParams
+
+Override = Literal["on", "off"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    arm: Arm
+    reason: R
+    segment: SegmentSpec | None
+    rollout: RolloutSpec | None
+    pool: PoolSnapshot
+    pair: PairVersionSpec | None  # the pair the chosen pool runs; None on a baseline pool
+    # Where to go if `pool` has no usable worker before the first byte; None when
+    # switching would change semantics (incompatible parameters) or no other pool exists.
+    fallback: PoolSnapshot | None
+    fallback_pair: PairVersionSpec | None
+
+    def header(self) -> str:
+        if self.arm is Arm.SPEC and self.pair is not None:
+            return (
+                f"arm=spec; pair={self.pair.label}; "
+                f"k={self.pair.num_speculative_tokens}; reason={self.reason}"
+            )
+        return f"arm={self.arm}; reason={self.reason}"
+
+    @property
+    def pair_version_id(self) -> int | None:
+        """Telemetry key: both arms of a rollout carry its pair so they can be compared."""
+        if self.rollout is not None:
+            return self.rollout.pair_version_id
+        return self.pair.id if self.pair is not None else None
+
+    def fall_back(self) -> "Decision":
+        assert self.fallback is not None
+        return replace(
+            self,
+            arm=Arm.BASELINE if self.fallback.is_baseline else Arm.SPEC,
+            reason=R.POOL_UNAVAILABLE,
+            pool=self.fallback,
+            pair=self.fallback_pair,
+            fallback=None,
+            fallback_pair=None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionInput:
+    snapshot: PolicySnapshot
+    snapshot_age_s: float
+    tenant: TenantSpec
+    features: RequestFeatures
+    body: SamplingParams
+    cohort_key: str
+    override: Override | None = None
+
+
+def _pool(snapshot: PolicySnapshot, pool_id: int, model: str) -> PoolSnapshot | None:
+    for p in snapshot.pools:
+        if p.id == pool_id and p.served_model_name == model:
+            return p
+    return None
+
+
+def _first_pool(snapshot: PolicySnapshot, model: str, *, baseline: bool) -> PoolSnapshot | None:
+    candidates = [
+        p for p in snapshot.pools if p.served_model_name == model and p.is_baseline == baseline
+    ]
+    return min(candidates, key=lambda p: p.id) if candidates else None
+
+
+def _pair(snapshot: PolicySnapshot, pool: PoolSnapshot | None) -> PairVersionSpec | None:
+    if pool is None or pool.pair_version_id is None:
+        return None
+    return next((v for v in snapshot.pair_versions if v.id == pool.pair_version_id), None)
+
+
+def _rollout_for(snapshot: PolicySnapshot, segment: SegmentSpec, model: str) -> RolloutSpec | None:
+    """The segment's rollout whose pools serve the model; an exposing one first, then newest."""
+    usable = [
+        r
+        for r in snapshot.rollouts
+        if r.segment_id == segment.id
+        and _pool(snapshot, r.spec_pool_id, model) is not None
+        and _pool(snapshot, r.baseline_pool_id, model) is not None
+    ]
+    return max(usable, key=lambda r: (r.exposing, r.id)) if usable else None
+
+
+def _rollout_arm(
+    inp: DecisionInput, segment: SegmentSpec | None, rollout: RolloutSpec | None
+) -> tuple[Arm, R]:
+    if segment is None:
+        return Arm.BASELINE, R.NO_SEGMENT
+    if rollout is None:
+        return Arm.BASELINE, R.NO_ROLLOUT
+    if not rollout.exposing:
+        return Arm.BASELINE, R.ROLLOUT_INACTIVE
+    if rollout.percentage >= 100.0:
+        return Arm.SPEC, R.ROLLOUT_FULL
+    if in_spec_cohort(rollout.cohort_salt, inp.tenant.name, inp.cohort_key, rollout.percentage):
+        return Arm.SPEC, R.COHORT_SPEC
+    return Arm.BASELINE, R.COHORT_BASELINE
+
+
+def decide(inp: DecisionInput) -> Decision:
+    snap, model = inp.snapshot, inp.features.model
+    segment = snap.segment_for(inp.features)
+    rollout = _rollout_for(snap, segment, model) if segment is not None else None
+    if rollout is not None:
+        spec_pool = _pool(snap, rollout.spec_pool_id, model)
+        baseline_pool = _pool(snap, rollout.baseline_pool_id, model)
+    else:
+        spec_pool = _first_pool(snap, model, baseline=False)
+        baseline_pool = _first_pool(snap, model, baseline=True)
+    if spec_pool is None and baseline_pool is None:
+        raise ModelNotFound(f"The model '{model}' does not exist", param="model")
+    spec_pair = _pair(snap, spec_pool)
+    capabilities = spec_pair.capabilities if spec_pair is not None else PairCapabilities()
+    incompatible = spec_incompatibility(inp.body, capabilities)
+
+    arm, reason = _rollout_arm(inp, segment, rollout)
+    if arm is Arm.SPEC and incompatible is not None:
+        arm, reason = Arm.BASELINE, R.INCOMPATIBLE_PARAMETER
+    if inp.override is not None:
+        if not inp.tenant.override_allowed:
+            raise PermissionDenied(
+                "This key may not use the x-specroute-speculation header",
+                code="override_not_allowed",
+                param="x-specroute-speculation",
+            )
+        if inp.override == "off":
+            arm, reason = Arm.BASELINE, R.OVERRIDE_HEADER
+        elif incompatible is not None:
+            arm, reason = Arm.BASELINE, R.INCOMPATIBLE_PARAMETER
+        elif spec_pool is not None:
+            arm, reason = Arm.SPEC, R.OVERRIDE_HEADER
+    if inp.snapshot_age_s > snap.ttl_seconds:
+        arm, reason = Arm.BASELINE, R.SNAPSHOT_STALE
+
+    primary = spec_pool if arm is Arm.SPEC else baseline_pool
+    other = baseline_pool if arm is Arm.SPEC else spec_pool
+    # NOTE: a request with parameters the spec pool cannot serve losslessly never
+    # lands there, not even as a fallback.
+    if other is spec_pool and incompatible is not None:
+        other = None
+    decision = Decision(
+        arm=arm,
+        reason=reason,
+        segment=segment,
+        rollout=rollout,
+        pool=primary if primary is not None else _unreachable(other, incompatible is not None),
+        pair=_pair(snap, primary),
+        fallback=other if primary is not None else None,
+        fallback_pair=_pair(snap, other) if primary is not None else None,
+    )
+    if primary is None:
+        # The arm's pool does not exist at all: go straight to the other one.
+        return replace(
+            decision,
+            arm=Arm.BASELINE if decision.pool.is_baseline else Arm.SPEC,
+            reason=R.POOL_UNAVAILABLE,
+            pair=_pair(snap, decision.pool),
+        )
+    return decision
+
+
+def _unreachable(other: PoolSnapshot | None, incompatible: bool) -> PoolSnapshot:
+    if other is None:
+        why = "parameters the speculative pool cannot serve" if incompatible else "this model"
+        raise ServiceUnavailable(f"No pool can serve {why}", code="no_pool")
+    return other

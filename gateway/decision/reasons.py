@@ -1,0 +1,16 @@
+"""Why a request went to the arm it went to (the `reason=` of the decision header)."""
+
+from enum import StrEnum
+
+
+class DecisionReason(StrEnum):
+    ROLLOUT_FULL = "rollout_full"
+    COHORT_SPEC = "cohort_spec"
+    COHORT_BASELINE = "cohort_baseline"
+    INCOMPATIBLE_PARAMETER = "incompatible_parameter"
+    OVERRIDE_HEADER = "override_header"
+    SNAPSHOT_STALE = "snapshot_stale"
+    POOL_UNAVAILABLE = "pool_unavailable"
+    NO_ROLLOUT = "no_rollout"
+    ROLLOUT_INACTIVE = "rollout_inactive"
+    NO_SEGMENT = "no_segment"

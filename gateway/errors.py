@@ -1,0 +1,175 @@
+"""Typed gateway errors, each with its HTTP status and OpenAI-style body.
+
+Every failure the request path can meet is one of these; `register_error_handlers`
+renders them in one place, so a user mistake can never surface as a bare 500.
+"""
+
+import logging
+from typing import ClassVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from control.contract.errors import ErrorBody
+
+log = logging.getLogger(__name__)
+
+
+class GatewayError(Exception):
+    status_code: ClassVar[int] = 500
+    error_type: ClassVar[str] = "internal_error"
+    default_code: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code if code is not None else self.default_code
+        self.param = param
+        self.headers = dict(headers or {})
+
+    def body(self) -> ErrorBody:
+        return ErrorBody.of(self.message, self.error_type, self.code, self.param)
+
+
+class InvalidJSONError(GatewayError):
+    status_code = 400
+    error_type = "invalid_request_error"
+    default_code = "invalid_json"
+
+
+class PayloadTooLargeError(GatewayError):
+    status_code = 413
+    error_type = "invalid_request_error"
+    default_code = "payload_too_large"
+
+
+class RequestValidationFailed(GatewayError):
+    status_code = 422
+    error_type = "invalid_request_error"
+    default_code = "invalid_value"
+
+
+class AuthenticationFailed(GatewayError):
+    status_code = 401
+    error_type = "authentication_error"
+    default_code = "invalid_api_key"
+
+
+class PermissionDenied(GatewayError):
+    status_code = 403
+    error_type = "permission_error"
+    default_code = "permission_denied"
+
+
+class ModelNotFound(GatewayError):
+    status_code = 404
+    error_type = "invalid_request_error"
+    default_code = "model_not_found"
+
+
+class QuotaExceeded(GatewayError):
+    status_code = 429
+    error_type = "rate_limit_error"
+    default_code = "quota_exceeded"
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        # NOTE: Retry-After takes whole seconds; round up so a client that obeys
+        # it is not refused again.
+        seconds = max(1, int(-(-retry_after_s // 1)))
+        super().__init__(message, headers={"Retry-After": str(seconds)})
+        self.retry_after_s = retry_after_s
+
+
+class UpstreamClientError(GatewayError):
+    """The engine refused the request as malformed (its 4xx); relayed with its status."""
+
+    error_type = "invalid_request_error"
+    default_code = "upstream_rejected"
+
+    def __init__(self, message: str, *, status_code: int, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.status_code = status_code  # type: ignore[misc]
+
+
+class UpstreamError(GatewayError):
+    status_code = 502
+    error_type = "upstream_error"
+    default_code = "bad_gateway"
+
+
+class ServiceUnavailable(GatewayError):
+    status_code = 503
+    error_type = "service_unavailable"
+    default_code = "unavailable"
+
+
+class UpstreamTimeout(GatewayError):
+    status_code = 504
+    error_type = "timeout_error"
+    default_code = "upstream_timeout"
+
+
+def _context_headers(request: Request) -> dict[str, str]:
+    """Request id and decision header, set by the request path once known."""
+    headers: dict[str, str] = {}
+    request_id = getattr(request.state, "request_id", None)
+    if request_id:
+        headers["x-request-id"] = request_id
+    decision = getattr(request.state, "decision_header", None)
+    if decision:
+        headers["x-specroute-decision"] = decision
+    return headers
+
+
+def error_response(request: Request, exc: GatewayError) -> JSONResponse:
+    headers = _context_headers(request) | exc.headers
+    return JSONResponse(exc.body().model_dump(), status_code=exc.status_code, headers=headers)
+
+
+def register_error_handlers(app: FastAPI) -> None:
+    async def on_gateway_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, GatewayError)
+        return error_response(request, exc)
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return error_response(
+            request,
+            RequestValidationFailed(str(first.get("msg", "invalid request")), param=loc or None),
+        )
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        err: GatewayError
+        if exc.status_code == 404:
+            err = ModelNotFound(str(exc.detail), code="not_found")
+        elif exc.status_code == 405:
+            err = RequestValidationFailed(str(exc.detail), code="method_not_allowed")
+        else:
+            err = RequestValidationFailed(str(exc.detail), code="http_error")
+        resp = error_response(request, err)
+        resp.status_code = exc.status_code
+        return resp
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # NOTE: no request text in the log line, only the type and request id.
+        log.exception(
+            "internal error", extra={"request_id": getattr(request.state, "request_id", None)}
+        )
+        return error_response(request, GatewayError("internal error", code="internal_error"))
+
+    app.add_exception_handler(GatewayError, on_gateway_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)

@@ -1,0 +1,1 @@
+"""Request bodies, the upstream call, and the stream relay."""

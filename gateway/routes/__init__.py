@@ -1,0 +1,1 @@
+"""HTTP routes: the OpenAI surface and the operational endpoints."""

@@ -1,0 +1,1 @@
+"""Worker choice within a pool: least outstanding requests behind circuit breakers."""

@@ -1,0 +1,89 @@
+"""Least-outstanding-requests choice among a pool's healthy, breaker-allowed workers."""
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from control.contract import PoolSnapshot, WorkerSpec
+from gateway.routing.breaker import CircuitBreaker
+
+OutstandingHook = Callable[[str, str, int], None]  # pool name, worker id, outstanding
+
+
+@dataclass(slots=True)
+class Lease:
+    """One request's hold on a worker; release exactly once."""
+
+    pool: PoolSnapshot
+    worker: WorkerSpec
+    breaker: CircuitBreaker
+    _balancer: "Balancer"
+    _released: bool = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._balancer._release(self)
+
+
+class Balancer:
+    """Process-local view of outstanding requests per worker.
+
+    Breakers are keyed by (worker id, endpoint) so they survive snapshot
+    refreshes but reset when a worker comes back at a new address.
+    """
+
+    def __init__(
+        self,
+        *,
+        breaker_threshold: int,
+        breaker_cooldown_s: float,
+        on_outstanding: OutstandingHook | None = None,
+    ) -> None:
+        self._threshold = breaker_threshold
+        self._cooldown_s = breaker_cooldown_s
+        self._outstanding: dict[str, int] = {}
+        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+        self._on_outstanding = on_outstanding
+        self._tiebreak = itertools.count()
+
+    def breaker(self, worker: WorkerSpec) -> CircuitBreaker:
+        key = (worker.id, worker.endpoint_url)
+        br = self._breakers.get(key)
+        if br is None:
+            br = self._breakers[key] = CircuitBreaker(self._threshold, self._cooldown_s)
+        return br
+
+    def outstanding(self, worker_id: str) -> int:
+        return self._outstanding.get(worker_id, 0)
+
+    def candidates(self, pool: PoolSnapshot, exclude: set[str]) -> list[WorkerSpec]:
+        """Usable workers, fewest outstanding first; ties rotate so load spreads."""
+        usable = [
+            w for w in pool.healthy_workers() if w.id not in exclude and self.breaker(w).allows()
+        ]
+        n = max(len(usable), 1)
+        shift = next(self._tiebreak) % n
+        order = {w.id: (i - shift) % n for i, w in enumerate(usable)}
+        return sorted(usable, key=lambda w: (self.outstanding(w.id), order[w.id]))
+
+    def acquire(self, pool: PoolSnapshot, exclude: set[str]) -> Lease | None:
+        usable = self.candidates(pool, exclude)
+        if not usable:
+            return None
+        worker = usable[0]
+        breaker = self.breaker(worker)
+        breaker.dispatched()
+        n = self._outstanding[worker.id] = self.outstanding(worker.id) + 1
+        if self._on_outstanding is not None:
+            self._on_outstanding(pool.name, worker.id, n)
+        return Lease(pool=pool, worker=worker, breaker=breaker, _balancer=self)
+
+    def _release(self, lease: Lease) -> None:
+        n = max(self.outstanding(lease.worker.id) - 1, 0)
+        if n:
+            self._outstanding[lease.worker.id] = n
+        else:
+            self._outstanding.pop(lease.worker.id, None)
+        if self._on_outstanding is not None:
+            self._on_outstanding(lease.pool.name, lease.worker.id, n)

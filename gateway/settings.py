@@ -1,0 +1,85 @@
+"""Gateway settings (env prefix SPECROUTE_GATEWAY_)."""
+
+import socket
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_gateway_id() -> str:
+    return f"gw-{socket.gethostname()}"
+
+
+class GatewaySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_", extra="ignore")
+
+    control_url: str = Field(
+        default="http://127.0.0.1:8000",
+        description="Base URL of the control plane (internal API at /internal/v1).",
+    )
+    internal_token: SecretStr = Field(
+        default=SecretStr("specroute-internal-dev"),
+        description="Bearer token for the control plane's internal API.",
+    )
+    gateway_id: str = Field(
+        default_factory=_default_gateway_id,
+        min_length=1,
+        max_length=200,
+        description="Stable id of this replica; telemetry batches are idempotent per id+window.",
+    )
+    snapshot_poll_seconds: float = Field(
+        default=1.0, gt=0, description="Interval between ETag polls of the policy snapshot."
+    )
+    snapshot_file: Path | None = Field(
+        default=None,
+        description=(
+            "Serve from a static PolicySnapshot JSON file instead of polling control "
+            "(standalone/dev and component tests). Re-read when its mtime changes."
+        ),
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL for snapshot change notifications and shared quotas. Unset: none.",
+    )
+    connect_timeout_s: float = Field(
+        default=2.0, gt=0, description="Connect timeout to an engine worker."
+    )
+    first_token_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Streaming: longest wait for the engine's first chunk after sending.",
+    )
+    idle_timeout_s: float = Field(
+        default=30.0, gt=0, description="Streaming: longest gap between two engine chunks."
+    )
+    request_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Non-streaming: longest wait for the engine's complete response.",
+    )
+    max_body_bytes: int = Field(
+        default=1 << 20, ge=1024, description="Larger request bodies are refused with 413."
+    )
+    segment_top_k: int = Field(
+        default=20, ge=1, description="Segments with their own metric label; the rest: 'other'."
+    )
+    telemetry_window_seconds: int = Field(
+        default=10, ge=1, description="Width of one telemetry aggregation window."
+    )
+    telemetry_flush_seconds: float = Field(
+        default=5.0, gt=0, description="Interval between telemetry flushes to control."
+    )
+    telemetry_max_pending_windows: int = Field(
+        default=360,
+        ge=1,
+        description="Closed windows kept while control is down; the oldest are dropped beyond.",
+    )
+    breaker_failure_threshold: int = Field(
+        default=3,
+        ge=1,
+        description="Consecutive connect failures/5xx that open a worker's breaker.",
+    )
+    breaker_cooldown_s: float = Field(
+        default=5.0, gt=0, description="Open breaker: wait this long before one half-open trial."
+    )

@@ -1,0 +1,1 @@
+"""The policy snapshot the gateway routes on, and how it stays fresh."""

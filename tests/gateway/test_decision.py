@@ -1,0 +1,220 @@
+"""The pure arm decision, on PolicySnapshot documents built here."""
+
+import math
+from typing import Any
+
+import pytest
+
+from control.contract import Arm, PairCapabilities, RolloutState
+from gateway.decision.cohort import cohort_bucket, in_spec_cohort
+from gateway.decision.decide import Decision, DecisionInput, Override, decide
+from gateway.decision.features import request_features
+from gateway.decision.reasons import DecisionReason as R
+from gateway.errors import ModelNotFound, PermissionDenied, ServiceUnavailable
+from gateway.proxy.schemas import ChatCompletionBody
+from tests.gateway.policy import BASELINE_POOL, SPEC_POOL, make_snapshot
+
+SPEC = ["http://127.0.0.1:1"]
+BASE = ["http://127.0.0.1:2"]
+
+
+def _decide(
+    body: dict[str, Any] | None = None,
+    *,
+    tenant: str = "acme",
+    key: str = "user-1",
+    override: Override | None = None,
+    age_s: float = 0.0,
+    task: str | None = None,
+    **snap: Any,
+) -> Decision:
+    snapshot = make_snapshot(spec_urls=SPEC, baseline_urls=BASE, **snap)
+    parsed = ChatCompletionBody.model_validate(
+        {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], **(body or {})}
+    )
+    t = next(t for t in snapshot.tenants if t.name == tenant)
+    return decide(
+        DecisionInput(
+            snapshot=snapshot,
+            snapshot_age_s=age_s,
+            tenant=t,
+            features=request_features(parsed, tenant=tenant, task=task),
+            body=parsed,
+            cohort_key=key,
+            override=override,
+        )
+    )
+
+
+def test_full_rollout_goes_to_spec_pool_with_pair_in_header() -> None:
+    d = _decide()
+    assert (d.arm, d.reason, d.pool.id) == (Arm.SPEC, R.ROLLOUT_FULL, SPEC_POOL)
+    assert d.fallback is not None and d.fallback.id == BASELINE_POOL
+    assert d.header() == "arm=spec; pair=tiny-v3; k=3; reason=rollout_full"
+
+
+def test_no_segment_no_rollout_and_inactive_rollout_are_baseline() -> None:
+    assert _decide(tenant="limited").reason is R.NO_SEGMENT
+    assert _decide(with_rollout=False).reason is R.NO_ROLLOUT
+    d = _decide(state=RolloutState.PAUSED)
+    assert (d.arm, d.reason, d.pool.id) == (Arm.BASELINE, R.ROLLOUT_INACTIVE, BASELINE_POOL)
+    assert d.header() == "arm=baseline; reason=rollout_inactive"
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"min_p": 0.1}, "min_p"),
+        ({"logit_bias": {"5": 1.0}}, "logit_bias"),
+        ({"response_format": {"type": "json_object"}}, "structured_output"),
+        ({"guided_regex": "a+"}, "structured_output"),
+        ({"structured_outputs": {"choice": ["a", "b"]}}, "structured_output"),
+    ],
+)
+def test_incompatible_parameters_force_baseline_without_spec_fallback(
+    extra: dict[str, Any], param: str
+) -> None:
+    d = _decide(extra)
+    assert (d.arm, d.reason, d.pool.id) == (Arm.BASELINE, R.INCOMPATIBLE_PARAMETER, BASELINE_POOL)
+    # A fallback to the spec pool would silently change what min_p etc. mean.
+    assert d.fallback is None
+
+
+def test_neutral_values_and_declared_capabilities_keep_spec() -> None:
+    assert _decide({"min_p": 0.0, "logit_bias": {}}).arm is Arm.SPEC
+    caps = PairCapabilities(structured_output=True, penalties=False)
+    assert _decide({"response_format": {"type": "json_object"}}, capabilities=caps).arm is Arm.SPEC
+    d = _decide({"presence_penalty": 0.5}, capabilities=caps)
+    assert d.reason is R.INCOMPATIBLE_PARAMETER
+    assert _decide({"presence_penalty": 0.5}).arm is Arm.SPEC  # penalties declared by default
+
+
+def test_override_header_needs_permission() -> None:
+    with pytest.raises(PermissionDenied):
+        _decide(override="off")
+    d = _decide(tenant="ops", override="off")
+    assert (d.arm, d.reason) == (Arm.BASELINE, R.OVERRIDE_HEADER)
+    d = _decide(tenant="ops", override="on", percentage=0.0, state=RolloutState.CANARY)
+    assert (d.arm, d.reason) == (Arm.SPEC, R.OVERRIDE_HEADER)
+    # "on" never beats an incompatible parameter.
+    d = _decide({"min_p": 0.2}, tenant="ops", override="on")
+    assert (d.arm, d.reason) == (Arm.BASELINE, R.INCOMPATIBLE_PARAMETER)
+
+
+def test_stale_snapshot_fails_safe_to_baseline_even_with_override() -> None:
+    d = _decide(age_s=7200.0)
+    assert (d.arm, d.reason, d.pool.id) == (Arm.BASELINE, R.SNAPSHOT_STALE, BASELINE_POOL)
+    d = _decide(tenant="ops", override="on", age_s=7200.0)
+    assert d.reason is R.SNAPSHOT_STALE
+
+
+def test_fall_back_switches_pool_and_reason() -> None:
+    d = _decide().fall_back()
+    assert (d.arm, d.reason, d.pool.id, d.fallback) == (
+        Arm.BASELINE,
+        R.POOL_UNAVAILABLE,
+        BASELINE_POOL,
+        None,
+    )
+    d = _decide(state=RolloutState.PAUSED).fall_back()
+    assert (d.arm, d.pool.id) == (Arm.SPEC, SPEC_POOL)
+    assert d.header() == "arm=spec; pair=tiny-v3; k=3; reason=pool_unavailable"
+
+
+def test_unknown_model_is_404_and_missing_pool_goes_to_the_other() -> None:
+    with pytest.raises(ModelNotFound):
+        _decide({"model": "nope"})
+    snapshot_without_baseline: dict[str, Any] = {"with_rollout": False}
+    d = _decide(**snapshot_without_baseline)
+    assert d.pool.id == BASELINE_POOL
+    # Only a spec pool serves the model and the request cannot use it: 503, not a silent change.
+    with pytest.raises(ServiceUnavailable):
+        snap = make_snapshot(spec_urls=SPEC, baseline_urls=BASE, with_rollout=False)
+        snap.pools = [p for p in snap.pools if p.id == SPEC_POOL]
+        body = ChatCompletionBody.model_validate(
+            {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "min_p": 0.5}
+        )
+        decide(
+            DecisionInput(
+                snapshot=snap,
+                snapshot_age_s=0.0,
+                tenant=snap.tenants[0],
+                features=request_features(body, tenant="acme", task=None),
+                body=body,
+                cohort_key="k",
+            )
+        )
+
+
+def test_cohort_bucket_is_a_fixed_function_of_its_inputs() -> None:
+    # Pinned value: identical on every replica and after restarts (no process state).
+    import hashlib
+
+    expected = int.from_bytes(hashlib.sha256(b"salt-1|acme|user-42").digest()[:8], "big") % 10000
+    assert cohort_bucket("salt-1", "acme", "user-42") == expected
+    # A new salt reshuffles: over many users, about half change side at 50 %.
+    moved = sum(
+        in_spec_cohort("salt-1", "acme", f"u{i}", 50.0)
+        != in_spec_cohort("salt-2", "acme", f"u{i}", 50.0)
+        for i in range(1000)
+    )
+    assert 400 < moved < 600
+    decisions = {
+        _decide(percentage=50.0, state=RolloutState.RAMPING, key="u7").arm for _ in range(5)
+    }
+    assert len(decisions) == 1
+
+
+def test_cohort_is_sticky_and_monotone_in_percentage() -> None:
+    # A user on the spec arm at 5 % stays there at 25 % and 50 % (ramping only adds users).
+    users = [f"user-{i}" for i in range(2000)]
+    at = {p: {u for u in users if in_spec_cohort("s", "acme", u, p)} for p in (5.0, 25.0, 50.0)}
+    assert at[5.0] <= at[25.0] <= at[50.0]
+
+
+def test_rollout_percentage_is_honoured_within_binomial_bounds() -> None:
+    n, p = 20_000, 0.25
+    snapshot = make_snapshot(
+        spec_urls=SPEC, baseline_urls=BASE, percentage=25.0, state=RolloutState.RAMPING
+    )
+    body = ChatCompletionBody.model_validate(
+        {"model": "tiny", "messages": [{"role": "user", "content": "x"}]}
+    )
+    features = request_features(body, tenant="acme", task=None)
+    on_spec = sum(
+        decide(
+            DecisionInput(
+                snapshot=snapshot,
+                snapshot_age_s=0.0,
+                tenant=snapshot.tenants[0],
+                features=features,
+                body=body,
+                cohort_key=f"user-{i}",
+            )
+        ).arm
+        is Arm.SPEC
+        for i in range(n)
+    )
+    sigma = math.sqrt(n * p * (1 - p))
+    # 4.5 sigma: a false failure about once in 150,000 runs.
+    assert abs(on_spec - n * p) < 4.5 * sigma, on_spec
+
+
+def test_cohort_decisions_match_the_bucket_rule() -> None:
+    for i in range(300):
+        d = _decide(percentage=30.0, state=RolloutState.RAMPING, key=f"u{i}")
+        expected = in_spec_cohort("salt-1", "acme", f"u{i}", 30.0)
+        assert (d.arm is Arm.SPEC) == expected
+        assert d.reason is (R.COHORT_SPEC if expected else R.COHORT_BASELINE)
+
+
+def test_features_default_temperature_and_max_completion_tokens() -> None:
+    body = ChatCompletionBody.model_validate(
+        {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "x"}],
+            "max_completion_tokens": 9,
+        }
+    )
+    f = request_features(body, tenant="acme", task="code")
+    assert (f.temperature, f.max_tokens, f.task, f.structured_output) == (1.0, 9, "code", False)
