@@ -6,6 +6,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from control.contract import QuotaWeights
+
 
 class ControlSettings(BaseSettings):
     model_config = SettingsConfigDict(
@@ -39,6 +41,30 @@ class ControlSettings(BaseSettings):
         default=30.0,
         gt=0,
         description="Age after which a gateway fails safe to the baseline arm.",
+    )
+    worker_stale_after_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "A worker whose last heartbeat is older than this (about 3 agent heartbeat "
+            "intervals) counts as unhealthy in the snapshot."
+        ),
+    )
+    kv_cache_high_usage: float = Field(
+        default=0.9,
+        gt=0,
+        le=1.0,
+        description=(
+            "KV-cache usage above which a heartbeat counts as high-memory, for pools no "
+            "rollout's threshold set covers."
+        ),
+    )
+    quota_weights: QuotaWeights = Field(
+        default_factory=QuotaWeights,
+        description=(
+            "Weights of prompt, completion and rejected draft tokens in a tenant's weighted "
+            "token quota (SPECROUTE_QUOTA_WEIGHTS__PROMPT=...)."
+        ),
     )
 
     def resolved_database_url(self) -> str:
