@@ -70,10 +70,13 @@ def test_least_outstanding_spreads_and_skips_unhealthy_and_open_workers() -> Non
     assert {a.worker.id, b.worker.id} == {"w0", "w1"}
     c = bal.acquire(pool, set())
     assert c is not None and bal.outstanding(c.worker.id) == 2
-    a.release()
-    a.release()  # idempotent
+    same = a if a.worker.id == c.worker.id else b
+    c.release()
+    c.release()  # idempotent: a double release must not free someone else's slot
+    assert bal.outstanding(c.worker.id) == 1
+    same.release()
     d = bal.acquire(pool, set())
-    assert d is not None and d.worker.id == a.worker.id
+    assert d is not None and d.worker.id == c.worker.id
     bal.breaker(pool.workers[0]).record_failure()
     bal.breaker(pool.workers[1]).record_failure()
     assert bal.acquire(pool, set()) is None
