@@ -1,0 +1,1 @@
+"""Shared HTTP plumbing for the admin API: sessions, auth, errors, ETags, idempotency."""

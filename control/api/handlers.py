@@ -1,0 +1,135 @@
+"""The single place errors become HTTP responses. A user mistake is never a 500:
+typed ControlErrors carry their status; validation, integrity and connection
+errors from the frameworks are translated here."""
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from control.api.errors import ControlErrorBody, ControlErrorDetail, FieldError
+from control.errors import ControlError, DependencyUnavailable
+
+log = logging.getLogger(__name__)
+
+_HTTP_TYPES = {
+    401: ("authentication_error", "invalid_token"),
+    403: ("permission_error", "missing_scope"),
+    404: ("not_found_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    406: ("invalid_request_error", "not_acceptable"),
+    415: ("invalid_request_error", "unsupported_media_type"),
+}
+
+
+def render(
+    status_code: int,
+    message: str,
+    type_: str,
+    code: str | None,
+    *,
+    param: str | None = None,
+    details: dict[str, Any] | None = None,
+    field_errors: list[FieldError] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = ControlErrorBody(
+        error=ControlErrorDetail(
+            message=message,
+            type=type_,
+            code=code,
+            param=param,
+            details=details or {},
+            field_errors=field_errors,
+        )
+    )
+    return JSONResponse(body.model_dump(mode="json"), status_code=status_code, headers=headers)
+
+
+def render_control_error(exc: ControlError) -> JSONResponse:
+    param = exc.details.get("param") if isinstance(exc.details.get("param"), str) else None
+    return render(
+        exc.status_code,
+        exc.message,
+        exc.error_type,
+        exc.code,
+        param=param,
+        details=exc.details,
+        headers=exc.headers() or None,
+    )
+
+
+def _is_connect_failure(exc: DBAPIError) -> bool:
+    # NOTE: OperationalError also covers deadlocks and lock timeouts; only a
+    # failed connection is an outage. SQLAlchemy flags dropped ones as invalidated.
+    if exc.connection_invalidated:
+        return True
+    text = str(exc.orig).lower()
+    return isinstance(exc, OperationalError) and ("connect" in text or "unable to open" in text)
+
+
+async def _control_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ControlError)
+    return render_control_error(exc)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        FieldError(
+            loc=[p if isinstance(p, int) else str(p) for p in e.get("loc", ())],
+            msg=str(e.get("msg", "")),
+            type=str(e.get("type", "")),
+        )
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else None
+    param = ".".join(str(p) for p in first.loc[1:]) if first and len(first.loc) > 1 else None
+    message = f"{param or 'request'}: {first.msg}" if first else "invalid request"
+    return render(
+        422,
+        message,
+        "invalid_request_error",
+        "invalid_value",
+        param=param,
+        field_errors=errors,
+    )
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    type_, code = _HTTP_TYPES.get(exc.status_code, ("invalid_request_error", "http_error"))
+    return render(exc.status_code, str(exc.detail), type_, code, headers=dict(exc.headers or {}))
+
+
+async def _integrity_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, IntegrityError)
+    # NOTE: the driver's message can quote values; keep only its first line.
+    detail = str(exc.orig).splitlines()[0] if exc.orig is not None else "integrity error"
+    return render(409, f"conflicts with existing data: {detail}", "conflict_error", "integrity")
+
+
+async def _database_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DBAPIError)
+    if _is_connect_failure(exc):
+        return render_control_error(DependencyUnavailable("the control database is unreachable"))
+    log.exception("database error", exc_info=exc)
+    return render(500, "internal database error", "internal_error", "internal_error")
+
+
+async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return render(500, "internal error", "internal_error", "internal_error")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ControlError, _control_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(IntegrityError, _integrity_error)
+    app.add_exception_handler(DBAPIError, _database_error)
+    app.add_exception_handler(Exception, _unexpected)
