@@ -6,4 +6,4 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-pytest_plugins: list[str] = ["tests.fixtures.db"]
+pytest_plugins: list[str] = ["tests.fixtures.vllm", "tests.fixtures.db"]
