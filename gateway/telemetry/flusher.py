@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 DropReason = Literal["overflow", "rejected", "shutdown"]
 
 # Statuses that say "this batch will never be accepted": retrying would block the queue.
-_RETRYABLE_4XX = frozenset({408, 425, 429})
+# Everything else (401/403/404 from a misconfigured or half-deployed control included)
+# is retried: the queue cap already bounds what waiting costs.
+_PERMANENT_REJECTIONS = frozenset({400, 413, 422})
 
 
 class TelemetryFlusher:
@@ -153,7 +155,7 @@ class TelemetryFlusher:
                 ack.duplicates,
             )
             return "ok"
-        if 400 <= resp.status_code < 500 and resp.status_code not in _RETRYABLE_4XX:
+        if resp.status_code in _PERMANENT_REJECTIONS:
             log.error(
                 "control rejected telemetry window %s with %d; dropping it",
                 batch.window_start.isoformat(),
