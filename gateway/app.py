@@ -1,0 +1,125 @@
+"""The gateway application: create_app(settings) wires state, routes and background tasks."""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+from fastapi import FastAPI
+
+from gateway.errors import register_error_handlers
+from gateway.metrics import GatewayMetrics
+from gateway.quota.limiter import make_quota_limiter
+from gateway.routes import openai, ops
+from gateway.routing.balancer import Balancer
+from gateway.settings import GatewaySettings
+from gateway.snapshot.poller import SnapshotPoller
+from gateway.snapshot.store import SnapshotStore
+from gateway.state import GatewayState
+from gateway.telemetry.aggregator import TelemetryAggregator
+from gateway.telemetry.flusher import TelemetryFlusher
+
+log = logging.getLogger(__name__)
+
+
+def _engine_client(settings: GatewaySettings) -> httpx.AsyncClient:
+    timeout = httpx.Timeout(
+        connect=settings.connect_timeout_s,
+        read=None,  # the relay enforces first-token, idle and total limits itself
+        write=settings.connect_timeout_s,
+        pool=settings.connect_timeout_s,
+    )
+    # No connection cap: concurrency is bounded by the engines, not by this pool.
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+    return httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
+
+
+def build_state(settings: GatewaySettings) -> GatewayState:
+    metrics = GatewayMetrics(top_k_segments=settings.segment_top_k)
+    return GatewayState(
+        settings=settings,
+        store=SnapshotStore(),
+        balancer=Balancer(
+            breaker_threshold=settings.breaker_failure_threshold,
+            breaker_cooldown_s=settings.breaker_cooldown_s,
+            on_outstanding=metrics.set_outstanding,
+        ),
+        metrics=metrics,
+        aggregator=TelemetryAggregator(
+            settings.gateway_id,
+            settings.telemetry_window_seconds,
+            settings.telemetry_max_pending_windows,
+        ),
+        quota=make_quota_limiter(settings.redis_url),
+        engine_client=_engine_client(settings),
+        control_client=httpx.AsyncClient(timeout=5.0, trust_env=False),
+    )
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    state: GatewayState = app.state.gateway
+    settings = state.settings
+    token = settings.internal_token.get_secret_value()
+
+    def on_poll(store: SnapshotStore) -> None:
+        if store.snapshot is not None:
+            state.metrics.set_snapshot(store.snapshot.version, store.age_s())
+
+    poller = SnapshotPoller(
+        state.store,
+        client=state.control_client,
+        control_url=settings.control_url,
+        token=token,
+        interval_s=settings.snapshot_poll_seconds,
+        snapshot_file=settings.snapshot_file,
+        redis_url=settings.redis_url,
+        on_poll=on_poll,
+    )
+    app.state.poller = poller
+    # One refresh before serving, so a healthy deployment is ready at once.
+    await poller.poll_once()
+    tasks = [asyncio.create_task(poller.run(), name="snapshot-poller")]
+    flusher: TelemetryFlusher | None = None
+    if settings.snapshot_file is None:
+        # NOTE: standalone (file) mode has no control plane to flush to; windows
+        # still aggregate, bounded by max_pending_windows.
+        flusher = TelemetryFlusher(
+            state.aggregator,
+            state.control_client,
+            settings.control_url,
+            token,
+            settings.telemetry_flush_seconds,
+            metrics=state.metrics,
+        )
+        tasks.append(asyncio.create_task(flusher.run(), name="telemetry-flusher"))
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if state.background:
+            await asyncio.gather(*state.background, return_exceptions=True)
+        if flusher is not None:
+            with contextlib.suppress(Exception):
+                await flusher.flush_all()
+        await state.engine_client.aclose()
+        await state.control_client.aclose()
+
+
+def create_app(settings: GatewaySettings | None = None) -> FastAPI:
+    settings = settings or GatewaySettings()
+    app = FastAPI(
+        title="specroute gateway",
+        description="OpenAI-compatible front door with per-segment speculation routing.",
+        lifespan=_lifespan,
+    )
+    app.state.gateway = build_state(settings)
+    register_error_handlers(app)
+    app.include_router(openai.router)
+    app.include_router(ops.router)
+    return app

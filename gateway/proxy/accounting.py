@@ -1,0 +1,92 @@
+"""Turn one finished request into a RequestRecord: telemetry, metrics and quota charge."""
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from control.contract import QuotaWeights, TenantSpec
+from gateway.decision.decide import Decision
+from gateway.proxy.relay import RelayResult
+from gateway.state import GatewayState
+from gateway.telemetry.record import RequestRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Accounting:
+    state: GatewayState
+    request_id: str
+    tenant: TenantSpec
+    weights: QuotaWeights
+    started: float = field(default_factory=time.monotonic)
+    decision: Decision | None = None
+    recorded: bool = False
+
+    async def finish(self, result: RelayResult) -> None:
+        """Record once; later calls (an error raised after the relay finished) are no-ops."""
+        if self.recorded or self.decision is None:
+            return
+        self.recorded = True
+        now = time.monotonic()
+        e2e_ms = (now - self.started) * 1000.0
+        ttft_ms = (
+            (result.first_token_at - self.started) * 1000.0
+            if result.first_token_at is not None
+            else None
+        )
+        prompt = result.usage.prompt_tokens if result.usage else 0
+        completion = result.usage.completion_tokens if result.usage else 0
+        tpot_ms = (
+            (e2e_ms - ttft_ms) / (completion - 1)
+            if ttft_ms is not None and completion > 1
+            else None
+        )
+        d = self.decision
+        rec = RequestRecord(
+            request_id=self.request_id,
+            tenant=self.tenant.name,
+            segment_id=d.segment.id if d.segment else None,
+            segment_name=d.segment.name if d.segment else None,
+            arm=d.arm,
+            pair_version_id=d.pair_version_id,
+            rollout_id=d.rollout.id if d.rollout else None,
+            reason=str(d.reason),
+            outcome=result.outcome,
+            http_status=result.http_status,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            drafts=result.spec.drafts,
+            drafted_tokens=result.spec.drafted_tokens,
+            accepted_tokens=result.spec.accepted_tokens,
+            accepted_per_position=result.spec.accepted_per_position,
+            ttft_ms=ttft_ms,
+            tpot_ms=tpot_ms,
+            e2e_ms=e2e_ms,
+            finished_at=time.time(),
+        )
+        self.state.aggregator.record(rec)
+        self.state.metrics.observe_request(rec)
+        if prompt or completion or rec.rejected_draft_tokens:
+            # NOTE: charged in the background: this may run while the client's
+            # connection is being torn down, and must not delay or be cancelled with it.
+            task = asyncio.get_running_loop().create_task(self._charge(rec))
+            self.state.background.add(task)
+            task.add_done_callback(self.state.background.discard)
+
+    async def fail(self, http_status: int) -> None:
+        await self.finish(RelayResult(outcome="error", http_status=http_status))
+
+    async def _charge(self, rec: RequestRecord) -> None:
+        try:
+            await self.state.quota.charge(
+                self.tenant,
+                prompt_tokens=rec.prompt_tokens,
+                completion_tokens=rec.completion_tokens,
+                rejected_draft_tokens=rec.rejected_draft_tokens,
+                weights=self.weights,
+            )
+        except Exception as exc:
+            # A quota store outage must not fail requests that were already served.
+            log.warning("quota charge failed: %s", type(exc).__name__)

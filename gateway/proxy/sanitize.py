@@ -1,0 +1,75 @@
+"""What the client may see of an engine document, and what the gateway reads from it.
+
+An allow-list of OpenAI response fields rather than a deny-list of engine ones:
+a new engine-internal field (vLLM adds them release by release) cannot leak.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+_TOP_LEVEL = frozenset(
+    {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier"}
+)
+_CHOICE = frozenset({"index", "delta", "message", "text", "logprobs", "finish_reason"})
+
+
+def sanitize(doc: dict[str, Any], *, keep_usage: bool = True) -> dict[str, Any]:
+    out = {k: v for k, v in doc.items() if k in _TOP_LEVEL}
+    if not keep_usage:
+        out.pop("usage", None)
+    choices = out.get("choices")
+    if isinstance(choices, list):
+        out["choices"] = [
+            {k: v for k, v in c.items() if k in _CHOICE} if isinstance(c, dict) else c
+            for c in choices
+        ]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SpecStats:
+    """One request's speculative work, from vLLM's metrics.speculative_decoding."""
+
+    drafts: int
+    drafted_tokens: int
+    accepted_tokens: int
+    accepted_per_position: tuple[int, ...]
+
+
+NO_SPEC = SpecStats(0, 0, 0, ())
+
+
+def spec_stats(doc: dict[str, Any]) -> SpecStats | None:
+    metrics = doc.get("metrics")
+    sd = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    if not isinstance(sd, dict):
+        return None
+    try:
+        # histogram[j] = verify steps that accepted exactly j draft tokens; acceptance is
+        # a prefix, so position i was accepted in every step with j > i.
+        histogram = [int(c) for c in sd.get("acceptance_histogram", [])]
+        per_position = tuple(sum(histogram[i + 1 :]) for i in range(max(len(histogram) - 1, 0)))
+        return SpecStats(
+            drafts=int(sd.get("num_spec_steps", sum(histogram))),
+            drafted_tokens=int(sd.get("num_draft_tokens", 0)),
+            accepted_tokens=int(sd.get("num_accepted_draft_tokens", sum(per_position))),
+            accepted_per_position=per_position,
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def usage_of(doc: dict[str, Any]) -> Usage | None:
+    usage = doc.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    try:
+        return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    except (TypeError, ValueError):
+        return None

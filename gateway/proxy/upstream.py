@@ -1,0 +1,117 @@
+"""Open the engine request: pick a worker, send, fall back before the first byte.
+
+Connect failures and 5xx answers count against the worker's breaker and move
+on to the next usable worker of the pool, then to the decision's fallback
+pool (reason `pool_unavailable`). Once the engine has accepted the request
+(2xx headers) nothing is retried: the relay owns it from there.
+"""
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from gateway.decision.decide import Decision
+from gateway.errors import (
+    GatewayError,
+    ServiceUnavailable,
+    UpstreamClientError,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from gateway.routing.balancer import Balancer, Lease
+
+log = logging.getLogger(__name__)
+
+# Failures where the engine cannot have started work: safe to send elsewhere.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+
+
+@dataclass
+class Opened:
+    decision: Decision
+    lease: Lease
+    response: httpx.Response
+
+
+def _engine_error(resp_body: bytes, status: int) -> GatewayError:
+    message, code = f"engine returned {status}", None
+    try:
+        doc = json.loads(resp_body)
+        err = doc.get("error", doc) if isinstance(doc, dict) else {}
+        if isinstance(err, dict):
+            message = str(err.get("message") or message)[:2000]
+            code = str(err["code"]) if err.get("code") is not None else None
+    except ValueError:
+        pass
+    if 400 <= status < 500 and status != 429:
+        return UpstreamClientError(message, status_code=status, code=code)
+    if status == 503 or status == 429:
+        return ServiceUnavailable(f"engine overloaded: {message}", code="engine_unavailable")
+    return UpstreamError(message, code="engine_error")
+
+
+async def open_upstream(
+    *,
+    client: httpx.AsyncClient,
+    balancer: Balancer,
+    decision: Decision,
+    path: str,
+    payload: dict[str, Any],
+    request_id: str,
+    header_timeout_s: float,
+) -> Opened:
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    headers = {"content-type": "application/json", "x-request-id": request_id}
+    last_error: GatewayError = ServiceUnavailable(
+        f"No healthy worker in pool '{decision.pool.name}'", code="no_healthy_worker"
+    )
+    current: Decision | None = decision
+    while current is not None:
+        tried: set[str] = set()
+        while (lease := balancer.acquire(current.pool, tried)) is not None:
+            tried.add(lease.worker.id)
+            url = lease.worker.endpoint_url.rstrip("/") + path
+            request = client.build_request("POST", url, content=body, headers=headers)
+            try:
+                response = await asyncio.wait_for(
+                    client.send(request, stream=True), timeout=header_timeout_s
+                )
+            except _NOT_SENT as exc:
+                lease.breaker.record_failure()
+                lease.release()
+                last_error = ServiceUnavailable(
+                    f"Worker unreachable ({type(exc).__name__})", code="engine_unreachable"
+                )
+                continue
+            except TimeoutError as exc:
+                lease.breaker.release_trial()
+                lease.release()
+                raise UpstreamTimeout("The engine did not answer in time") from exc
+            except BaseException:
+                lease.breaker.release_trial()
+                lease.release()
+                raise
+            if response.status_code < 400:
+                return Opened(decision=current, lease=lease, response=response)
+            try:
+                content = await asyncio.wait_for(response.aread(), timeout=header_timeout_s)
+            except (httpx.HTTPError, TimeoutError):
+                content = b""
+            finally:
+                await response.aclose()
+            error = _engine_error(content, response.status_code)
+            if response.status_code < 500:
+                # The engine is fine; the request is not. Neither a fault nor a retry.
+                lease.breaker.record_success()
+                lease.release()
+                raise error
+            lease.breaker.record_failure()
+            lease.release()
+            log.warning("engine %s answered %d", lease.worker.id, response.status_code)
+            last_error = error
+        current = current.fall_back() if current.fallback is not None else None
+    raise last_error

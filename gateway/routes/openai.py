@@ -1,0 +1,184 @@
+"""The OpenAI-compatible surface: chat completions, completions, models."""
+
+import logging
+from typing import Any, Literal, cast
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from control.contract import TenantSpec
+from gateway.decision.decide import DecisionInput, Override, decide
+from gateway.decision.features import request_features
+from gateway.errors import (
+    GatewayError,
+    PermissionDenied,
+    QuotaExceeded,
+    RequestValidationFailed,
+)
+from gateway.proxy.accounting import Accounting
+from gateway.proxy.intake import authenticate, read_json, request_id_of, validate
+from gateway.proxy.relay import relay_json, relay_stream
+from gateway.proxy.schemas import ChatCompletionBody, CompletionBody, SamplingParams
+from gateway.proxy.upstream import open_upstream
+from gateway.state import GatewayState
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+OVERRIDE_HEADER = "x-specroute-speculation"
+TASK_HEADER = "x-specroute-task"
+SESSION_HEADER = "x-specroute-session"
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"description": desc}
+    for code, desc in {
+        400: "Malformed JSON",
+        401: "Missing or invalid API key",
+        403: "Model or override header not allowed for this key",
+        404: "Unknown model",
+        413: "Body too large",
+        422: "Invalid parameter type or value",
+        429: "Tenant quota exhausted (Retry-After)",
+        502: "Engine failure",
+        503: "No healthy engine / no snapshot",
+        504: "Engine timeout",
+    }.items()
+}
+
+
+def gateway_state(request: Request) -> GatewayState:
+    return cast(GatewayState, request.app.state.gateway)
+
+
+def _override(request: Request) -> Override | None:
+    value = request.headers.get(OVERRIDE_HEADER)
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if value not in ("on", "off"):
+        raise RequestValidationFailed(
+            f"{OVERRIDE_HEADER} must be 'on' or 'off'", param=OVERRIDE_HEADER
+        )
+    return cast(Literal["on", "off"], value)
+
+
+def _check_model_allowed(tenant: TenantSpec, model: str) -> None:
+    if tenant.allowed_models is not None and model not in tenant.allowed_models:
+        raise PermissionDenied(
+            f"This key may not use the model '{model}'", code="model_not_allowed", param="model"
+        )
+
+
+async def _handle(request: Request, schema: type[SamplingParams], path: str) -> Response:
+    state = gateway_state(request)
+    request_id = request_id_of(request)
+    tenant = authenticate(request, state.store)
+    doc = await read_json(request, state.settings.max_body_bytes)
+    body = validate(schema, doc)
+    _check_model_allowed(tenant, body.model)
+    snapshot = state.store.snapshot
+    assert snapshot is not None  # authenticate() checked readiness
+    decision = decide(
+        DecisionInput(
+            snapshot=snapshot,
+            snapshot_age_s=state.store.age_s(),
+            tenant=tenant,
+            features=request_features(
+                body, tenant=tenant.name, task=request.headers.get(TASK_HEADER)
+            ),
+            body=body,
+            cohort_key=body.user or request.headers.get(SESSION_HEADER) or request_id,
+            override=_override(request),
+        )
+    )
+    request.state.decision_header = decision.header()
+    acct = Accounting(state, request_id, tenant, snapshot.quota_weights, decision=decision)
+    try:
+        await _admit(state, tenant)
+        payload = dict(doc)
+        if body.stream:
+            # Always ask for usage: tokens and speculative metrics ride on the final chunk.
+            payload["stream_options"] = {**(doc.get("stream_options") or {}), "include_usage": True}
+        opened = await open_upstream(
+            client=state.engine_client,
+            balancer=state.balancer,
+            decision=decision,
+            path=path,
+            payload=payload,
+            request_id=request_id,
+            header_timeout_s=(
+                state.settings.first_token_timeout_s
+                if body.stream
+                else state.settings.request_timeout_s
+            ),
+        )
+    except GatewayError as exc:
+        state.metrics.observe_decision(str(decision.reason), decision.arm)
+        await acct.fail(exc.status_code)
+        raise
+    acct.decision = opened.decision
+    request.state.decision_header = opened.decision.header()
+    state.metrics.observe_decision(str(opened.decision.reason), opened.decision.arm)
+    headers = {"x-request-id": request_id, "x-specroute-decision": opened.decision.header()}
+    if body.stream:
+        keep_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return await relay_stream(
+            opened,
+            keep_usage=keep_usage,
+            started=acct.started,
+            first_token_timeout_s=state.settings.first_token_timeout_s,
+            idle_timeout_s=state.settings.idle_timeout_s,
+            headers=headers,
+            finish=acct.finish,
+        )
+    return await relay_json(
+        opened,
+        request,
+        timeout_s=state.settings.request_timeout_s,
+        headers=headers,
+        finish=acct.finish,
+    )
+
+
+async def _admit(state: GatewayState, tenant: TenantSpec) -> None:
+    try:
+        verdict = await state.quota.admit(tenant)
+    except Exception as exc:
+        # NOTE: fail open: a quota store outage must not take the front door down.
+        log.warning("quota admission unavailable: %s", type(exc).__name__)
+        return
+    if not verdict.allowed:
+        state.metrics.observe_quota_rejection(tenant.name)
+        raise QuotaExceeded(
+            f"Tenant quota exhausted ({verdict.used:.0f} of {verdict.limit} weighted tokens/min)",
+            retry_after_s=verdict.retry_after_s,
+        )
+
+
+@router.post("/v1/chat/completions", responses=_ERRORS)
+async def chat_completions(request: Request) -> Response:
+    return await _handle(request, ChatCompletionBody, "/v1/chat/completions")
+
+
+@router.post("/v1/completions", responses=_ERRORS)
+async def completions(request: Request) -> Response:
+    return await _handle(request, CompletionBody, "/v1/completions")
+
+
+@router.get("/v1/models", responses={401: _ERRORS[401], 503: _ERRORS[503]})
+async def list_models(request: Request) -> JSONResponse:
+    state = gateway_state(request)
+    request_id_of(request)
+    tenant = authenticate(request, state.store)
+    snapshot = state.store.snapshot
+    assert snapshot is not None
+    created = int(snapshot.generated_at.timestamp())
+    names = sorted({p.served_model_name for p in snapshot.pools})
+    if tenant.allowed_models is not None:
+        names = [n for n in names if n in tenant.allowed_models]
+    data = [
+        {"id": n, "object": "model", "created": created, "owned_by": "specroute"} for n in names
+    ]
+    return JSONResponse(
+        {"object": "list", "data": data}, headers={"x-request-id": request.state.request_id}
+    )

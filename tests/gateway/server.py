@@ -1,0 +1,85 @@
+"""A real gateway on a free loopback port (uvicorn in a thread), fed by a snapshot file."""
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from control.contract import PolicySnapshot
+from gateway.app import create_app
+from gateway.settings import GatewaySettings
+from gateway.state import GatewayState
+from tests.gateway.policy import write_snapshot
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def dead_url() -> str:
+    """A loopback URL nothing listens on: connecting is refused (a real fault)."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+@dataclass
+class GatewayServer:
+    base_url: str
+    app: FastAPI
+    snapshot_path: Path
+
+    @property
+    def state(self) -> GatewayState:
+        state: GatewayState = self.app.state.gateway
+        return state
+
+    def set_snapshot(self, snapshot: PolicySnapshot, timeout_s: float = 5.0) -> None:
+        """Write the file and wait until the gateway serves that version."""
+        write_snapshot(self.snapshot_path, snapshot)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            current = self.state.store.snapshot
+            if current is not None and current == snapshot:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"gateway did not load snapshot v{snapshot.version}")
+
+
+@contextmanager
+def run_gateway(
+    tmp_path: Path, snapshot: PolicySnapshot | None, **settings: Any
+) -> Iterator[GatewayServer]:
+    path = tmp_path / "snapshot.json"
+    if snapshot is not None:
+        write_snapshot(path, snapshot)
+    config_settings = GatewaySettings(
+        snapshot_file=path,
+        snapshot_poll_seconds=0.05,
+        gateway_id="test-gateway",
+        **settings,
+    )
+    app = create_app(config_settings)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, name=f"gateway-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20.0
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("gateway server did not start")
+        time.sleep(0.02)
+    try:
+        yield GatewayServer(base_url=f"http://127.0.0.1:{port}", app=app, snapshot_path=path)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15.0)

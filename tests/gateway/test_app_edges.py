@@ -1,0 +1,215 @@
+"""Front-door behaviour that needs no engine: readiness, auth, input errors, dead pools.
+
+A real gateway (uvicorn on loopback) serves a real PolicySnapshot file; engines
+are loopback ports nothing listens on, which is a real connection failure.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from control.contract import RolloutState
+from gateway.routing.breaker import BreakerState
+from tests.gateway.policy import LIMITED_KEY, OVERRIDE_KEY, TENANT_KEY, make_snapshot
+from tests.gateway.server import GatewayServer, dead_url, run_gateway
+
+# A valid chat body up to its last field, so each case below adds one bad field.
+M = b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], '
+CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
+
+
+def _auth(key: str = TENANT_KEY) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="module")
+def dead_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
+    snapshot = make_snapshot(spec_urls=[dead_url()], baseline_urls=[dead_url()])
+    with run_gateway(
+        tmp_path_factory.mktemp("gw"), snapshot, max_body_bytes=4096, breaker_failure_threshold=2
+    ) as gw:
+        yield gw
+
+
+def _error(resp: httpx.Response) -> dict[str, Any]:
+    body = resp.json()
+    assert set(body) == {"error"}
+    assert {"message", "type", "code"} <= set(body["error"])
+    return dict(body["error"])
+
+
+def test_not_ready_until_the_first_snapshot(tmp_path: Path) -> None:
+    with run_gateway(tmp_path, None) as gw:
+        assert httpx.get(gw.base_url + "/healthz").status_code == 200
+        assert httpx.get(gw.base_url + "/readyz").status_code == 503
+        resp = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
+        assert resp.status_code == 503 and _error(resp)["code"] == "not_ready"
+        gw.set_snapshot(make_snapshot(spec_urls=[], baseline_urls=[], version=4))
+        ready = httpx.get(gw.base_url + "/readyz")
+        assert ready.status_code == 200 and ready.json()["snapshot_version"] == 4
+
+
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [({}, "invalid_api_key"), ({"Authorization": "Bearer sk-wrong"}, "invalid_api_key")],
+)
+def test_missing_or_wrong_key_is_401(
+    dead_gateway: GatewayServer, headers: dict[str, str], code: str
+) -> None:
+    resp = httpx.post(dead_gateway.base_url + "/v1/chat/completions", json=CHAT, headers=headers)
+    assert resp.status_code == 401
+    assert _error(resp) | {"message": ""} == {
+        "message": "",
+        "type": "authentication_error",
+        "code": code,
+        "param": None,
+    }
+    assert resp.headers["x-request-id"]
+
+
+def test_model_not_allowed_is_403_and_models_lists_only_allowed(
+    dead_gateway: GatewayServer,
+) -> None:
+    resp = httpx.post(
+        dead_gateway.base_url + "/v1/chat/completions", json=CHAT, headers=_auth(LIMITED_KEY)
+    )
+    assert resp.status_code == 403 and _error(resp)["code"] == "model_not_allowed"
+    listed = httpx.get(dead_gateway.base_url + "/v1/models", headers=_auth(LIMITED_KEY)).json()
+    assert listed["data"] == []
+    listed = httpx.get(dead_gateway.base_url + "/v1/models", headers=_auth()).json()
+    assert [m["id"] for m in listed["data"]] == ["tiny"]
+
+
+def test_override_header_without_permission_is_403(dead_gateway: GatewayServer) -> None:
+    resp = httpx.post(
+        dead_gateway.base_url + "/v1/chat/completions",
+        json=CHAT,
+        headers=_auth() | {"x-specroute-speculation": "off"},
+    )
+    assert resp.status_code == 403 and _error(resp)["code"] == "override_not_allowed"
+    resp = httpx.post(
+        dead_gateway.base_url + "/v1/chat/completions",
+        json=CHAT,
+        headers=_auth(OVERRIDE_KEY) | {"x-specroute-speculation": "maybe"},
+    )
+    assert resp.status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "param"),
+    [
+        (b"{not json", 400, None),
+        (b"[1, 2]", 422, None),
+        (
+            M + b'"temperature": NaN}',
+            400,
+            None,
+        ),
+        (b'{"model": "tiny"}', 422, "messages"),
+        (b'{"model": "tiny", "messages": [], "max_tokens": 1}', 422, "messages"),
+        (
+            M + b'"temperature": "hot"}',
+            422,
+            "temperature",
+        ),
+        (
+            M + b'"temperature": 3}',
+            422,
+            "temperature",
+        ),
+        (
+            M + b'"max_tokens": 0}',
+            422,
+            "max_tokens",
+        ),
+        (
+            M + b'"stream": "yes"}',
+            422,
+            "stream",
+        ),
+        (b'{"model": 5, "messages": [{"role": "user", "content": "x"}]}', 422, "model"),
+        (b"\xff\xfe", 400, None),
+    ],
+)
+def test_bad_bodies_are_4xx_in_openai_format(
+    dead_gateway: GatewayServer, content: bytes, status: int, param: str | None
+) -> None:
+    resp = httpx.post(
+        dead_gateway.base_url + "/v1/chat/completions",
+        content=content,
+        headers=_auth() | {"content-type": "application/json"},
+    )
+    assert resp.status_code == status, resp.text
+    err = _error(resp)
+    assert err["type"] == "invalid_request_error"
+    if param is not None:
+        assert err["param"] is not None and err["param"].startswith(param)
+
+
+def test_oversized_body_is_413(dead_gateway: GatewayServer) -> None:
+    big = {**CHAT, "messages": [{"role": "user", "content": "x" * 10_000}]}
+    resp = httpx.post(dead_gateway.base_url + "/v1/chat/completions", json=big, headers=_auth())
+    assert resp.status_code == 413 and _error(resp)["code"] == "payload_too_large"
+
+
+def test_unknown_model_is_404(dead_gateway: GatewayServer) -> None:
+    resp = httpx.post(
+        dead_gateway.base_url + "/v1/chat/completions",
+        json={**CHAT, "model": "gpt-x"},
+        headers=_auth(),
+    )
+    assert resp.status_code == 404 and _error(resp)["code"] == "model_not_found"
+
+
+def test_both_pools_down_is_503_with_decision_header_and_opens_breakers(
+    dead_gateway: GatewayServer,
+) -> None:
+    for _ in range(2):
+        resp = httpx.post(
+            dead_gateway.base_url + "/v1/chat/completions",
+            json=CHAT,
+            headers=_auth() | {"x-request-id": "req-dead-1"},
+        )
+        assert resp.status_code == 503, resp.text
+        assert _error(resp)["code"] == "engine_unreachable"
+        assert resp.headers["x-request-id"] == "req-dead-1"
+        assert resp.headers["x-specroute-decision"] == (
+            "arm=spec; pair=tiny-v3; k=3; reason=rollout_full"
+        )
+    snapshot = dead_gateway.state.store.snapshot
+    assert snapshot is not None
+    for pool in snapshot.pools:
+        assert dead_gateway.state.balancer.breaker(pool.workers[0]).state is BreakerState.OPEN
+    # With every breaker open nothing is dialled: the answer says no healthy worker.
+    resp = httpx.post(dead_gateway.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
+    assert resp.status_code == 503 and _error(resp)["code"] == "no_healthy_worker"
+
+
+def test_metrics_exposition_counts_decisions(dead_gateway: GatewayServer) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    httpx.post(dead_gateway.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
+    resp = httpx.get(dead_gateway.base_url + "/metrics")
+    assert resp.status_code == 200
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(resp.text)
+        for s in fam.samples
+    }
+    decisions = [v for (name, labels), v in samples.items() if "decision" in name and v > 0]
+    assert decisions, sorted(k[0] for k in samples)
+
+
+def test_stale_snapshot_header_says_so(tmp_path: Path) -> None:
+    from tests.gateway.policy import stale
+
+    snapshot = stale(
+        make_snapshot(spec_urls=[dead_url()], baseline_urls=[dead_url()], state=RolloutState.FULL)
+    )
+    with run_gateway(tmp_path, snapshot) as gw:
+        resp = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
+        assert resp.headers["x-specroute-decision"] == "arm=baseline; reason=snapshot_stale"
+        assert httpx.get(gw.base_url + "/readyz").status_code == 200  # keeps serving
