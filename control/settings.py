@@ -67,10 +67,76 @@ class ControlSettings(BaseSettings):
         ),
     )
 
+    broker_url: str | None = Field(
+        default=None,
+        description=(
+            "Celery broker URL. Unset: kombu's SQLAlchemy transport on `broker.db` under the "
+            "data dir (embedded). Production: redis://... or amqp://..."
+        ),
+    )
+    result_backend: str | None = Field(
+        default=None,
+        description=(
+            "Celery result backend URL. Unset: `db+sqlite:///` on `results.db` under the "
+            "data dir. Production: redis://... (or db+postgresql+psycopg://...)."
+        ),
+    )
+    evaluation_interval_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Beat interval of the canary evaluation (one inconclusive round each).",
+    )
+    guard_interval_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="Beat interval of the guards (acceptance, memory, draft, speedup).",
+    )
+    probation_interval_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Beat interval of the probation sweep that re-enables disabled rollouts.",
+    )
+    depth_interval_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Beat interval of the depth advice job.",
+    )
+    depth_lookback_seconds: float = Field(
+        default=6 * 3600.0,
+        gt=0,
+        description="How far back depth advice sums the spec arm's telemetry windows.",
+    )
+    depth_max_k: int = Field(
+        default=8,
+        ge=1,
+        le=32,
+        description="Longest speculative length depth advice considers.",
+    )
+    sprt_indifference: float = Field(
+        default=0.1,
+        gt=0,
+        lt=1,
+        description=(
+            "Gap between the acceptable acceptance rate (the threshold set's minimum) and "
+            "the unacceptable one the SPRT tests against; the zone in between is where "
+            "the test takes longest."
+        ),
+    )
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'control.db').resolve()}"
+
+    def resolved_broker_url(self) -> str:
+        if self.broker_url:
+            return self.broker_url
+        return f"sqla+sqlite:///{(self.data_dir / 'broker.db').resolve()}"
+
+    def resolved_result_backend(self) -> str:
+        if self.result_backend:
+            return self.result_backend
+        return f"db+sqlite:///{(self.data_dir / 'results.db').resolve()}"
 
 
 @lru_cache(maxsize=1)

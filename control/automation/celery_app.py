@@ -1,0 +1,98 @@
+"""The Celery app: broker and result backend from `ControlSettings`, beat schedule.
+
+Delivery semantics (why the jobs are written the way they are):
+
+- `task_acks_late` + `task_reject_on_worker_lost`: a message is acknowledged only
+  after its task returns, so a worker lost mid-task leaves the message to be
+  delivered again. With Redis the unacknowledged message comes back after the
+  transport's visibility timeout; with kombu's SQLAlchemy transport (the embedded
+  default) a fetched row is hidden at once and only restored when the worker
+  shuts down cleanly, so a hard kill can drop that message. Either way the
+  jobs are periodic sweeps that re-read the database, so a lost message is
+  repaired by the next beat and a redelivered one finds nothing left to do:
+  every flip is a compare-and-set on the rollout's version, and a decision
+  already stored under the task id is never taken twice.
+- `worker_prefetch_multiplier=1`: a worker reserves one message at a time, so a
+  long evaluation does not hold other rollouts' messages hostage.
+"""
+
+from datetime import timedelta
+from functools import cached_property
+from typing import Any
+
+from celery import Celery
+
+from control.db import Database
+from control.settings import ControlSettings
+
+TASK_PREFIX = "specroute.automation"
+
+
+class AutomationCelery(Celery):  # type: ignore[misc]
+    """A Celery app that carries the control settings and a lazily opened Database, so
+    tasks reach the database their app was configured for (tests use their own)."""
+
+    def __init__(self, settings: ControlSettings, **kwargs: Any) -> None:
+        super().__init__("specroute", **kwargs)
+        self.specroute_settings = settings
+
+    @cached_property
+    def database(self) -> Database:
+        return Database(self.specroute_settings.resolved_database_url())
+
+
+def beat_schedule(settings: ControlSettings) -> dict[str, dict[str, Any]]:
+    return {
+        "evaluate-canaries": {
+            "task": f"{TASK_PREFIX}.evaluate_canaries",
+            "schedule": timedelta(seconds=settings.evaluation_interval_seconds),
+        },
+        "run-guards": {
+            "task": f"{TASK_PREFIX}.run_guards",
+            "schedule": timedelta(seconds=settings.guard_interval_seconds),
+        },
+        "probation-sweep": {
+            "task": f"{TASK_PREFIX}.probation_sweep",
+            "schedule": timedelta(seconds=settings.probation_interval_seconds),
+        },
+        "depth-advice": {
+            "task": f"{TASK_PREFIX}.depth_advice",
+            "schedule": timedelta(seconds=settings.depth_interval_seconds),
+        },
+    }
+
+
+def create_celery_app(
+    settings: ControlSettings, *, queue: str = "specroute-automation"
+) -> AutomationCelery:
+    app = AutomationCelery(
+        settings,
+        broker=settings.resolved_broker_url(),
+        backend=settings.resolved_result_backend(),
+    )
+    broker_options: dict[str, Any] = {}
+    if app.conf.broker_url.startswith(("sqla+", "sqlalchemy+")):
+        # NOTE: the SQL transport polls; 1 s (kombu's default) would add a second
+        # of latency to every flip the tests wait on, and the query is cheap.
+        broker_options["polling_interval"] = 0.2
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=queue,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        timezone="UTC",
+        enable_utc=True,
+        result_extended=True,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options=broker_options,
+        beat_schedule=beat_schedule(settings),
+        # The beat schedule file lives with the other embedded state.
+        beat_schedule_filename=str(settings.data_dir / "celerybeat-schedule"),
+    )
+    from control.automation.tasks import register_tasks
+
+    register_tasks(app)
+    return app
