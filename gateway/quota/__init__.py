@@ -1,0 +1,5 @@
+"""Per-tenant budgets in weighted tokens per minute."""
+
+from gateway.quota.limiter import QuotaLimiter, QuotaVerdict, make_quota_limiter, weighted_cost
+
+__all__ = ["QuotaLimiter", "QuotaVerdict", "make_quota_limiter", "weighted_cost"]

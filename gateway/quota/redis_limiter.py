@@ -1,0 +1,145 @@
+"""Quota shared by every gateway replica: one Redis hash per tenant, one field per second.
+
+Both operations are single Lua scripts, so they are atomic, and they read the
+clock with Redis ``TIME``: replicas with skewed clocks still agree on the window.
+(Redis >= 5 replicates script effects, which makes TIME-then-write legal.)
+The key expires one window after the last charge, so idle tenants cost nothing.
+"""
+
+import logging
+from typing import Any
+
+import redis.asyncio as redis
+from redis.exceptions import RedisError
+
+from control.contract import QuotaWeights, TenantSpec
+from gateway.quota.limiter import UNLIMITED, WINDOW_SECONDS, QuotaVerdict, weighted_cost
+
+log = logging.getLogger(__name__)
+
+# KEYS[1] tenant hash; ARGV limit, window. Returns {used, retry_after} as strings
+# (Lua numbers returned to Redis are truncated to integers).
+_ADMIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local cutoff = tonumber(t[1]) - window
+local fields = redis.call('HGETALL', KEYS[1])
+local used = 0
+local live = {}
+for i = 1, #fields, 2 do
+  local second = tonumber(fields[i])
+  local amount = tonumber(fields[i + 1])
+  if second <= cutoff then
+    redis.call('HDEL', KEYS[1], fields[i])
+  else
+    used = used + amount
+    live[#live + 1] = {second, amount}
+  end
+end
+local retry = 0
+if used >= limit then
+  table.sort(live, function(a, b) return a[1] < b[1] end)
+  local remaining = used
+  retry = window
+  for _, bucket in ipairs(live) do
+    remaining = remaining - bucket[2]
+    if remaining < limit then
+      retry = math.max(bucket[1] + window - now, 0)
+      break
+    end
+  end
+end
+return {tostring(used), tostring(retry)}
+"""
+
+# KEYS[1] tenant hash; ARGV cost, window.
+_CHARGE = """
+local t = redis.call('TIME')
+redis.call('HINCRBYFLOAT', KEYS[1], t[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]) + 1)
+return 1
+"""
+
+
+class RedisQuotaLimiter:
+    def __init__(
+        self,
+        client: "redis.Redis[bytes]",
+        *,
+        window_s: int = WINDOW_SECONDS,
+        key_prefix: str = "specroute:quota",
+    ) -> None:
+        self.client = client
+        self.window_s = window_s
+        self.key_prefix = key_prefix
+        self._admit = client.register_script(_ADMIT)
+        self._charge = client.register_script(_CHARGE)
+        self.errors = 0
+
+    @classmethod
+    def from_url(cls, url: str, **kw: object) -> "RedisQuotaLimiter":
+        # NOTE: a bounded, blocking pool: under a burst, requests queue for one of a few
+        # connections instead of each opening its own (which overwhelms Redis and times
+        # out); short timeouts because a quota check sits on every request's path.
+        pool: redis.BlockingConnectionPool[Any] = redis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=32,
+            timeout=1.0,  # longest wait for a free pooled connection
+            socket_connect_timeout=1.0,
+            socket_timeout=1.0,
+        )
+        return cls(redis.Redis(connection_pool=pool), **kw)  # type: ignore[arg-type]
+
+    def key(self, tenant: TenantSpec) -> str:
+        return f"{self.key_prefix}:{tenant.id}"
+
+    async def admit(self, tenant: TenantSpec) -> QuotaVerdict:
+        limit = tenant.quota.weighted_tokens_per_minute
+        if limit is None:
+            return UNLIMITED
+        try:
+            used_s, retry_s = await self._admit(
+                keys=[self.key(tenant)], args=[limit, self.window_s]
+            )
+        except RedisError as exc:
+            # Fail open: an outage of the shared counter must not take every tenant down.
+            self.errors += 1
+            log.warning("quota admit for tenant %s failed open: %s", tenant.id, exc)
+            return QuotaVerdict(allowed=True, retry_after_s=0.0, used=0.0, limit=limit)
+        used = float(used_s)
+        if used < limit:
+            return QuotaVerdict(allowed=True, retry_after_s=0.0, used=used, limit=limit)
+        return QuotaVerdict(allowed=False, retry_after_s=float(retry_s), used=used, limit=limit)
+
+    async def charge(
+        self,
+        tenant: TenantSpec,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        rejected_draft_tokens: int,
+        weights: QuotaWeights,
+    ) -> None:
+        if tenant.quota.weighted_tokens_per_minute is None:
+            return
+        cost = weighted_cost(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            rejected_draft_tokens=rejected_draft_tokens,
+            weights=weights,
+        )
+        if cost <= 0:
+            return
+        try:
+            await self._charge(keys=[self.key(tenant)], args=[repr(cost), self.window_s])
+        except RedisError as exc:
+            self.errors += 1
+            log.warning("quota charge for tenant %s lost: %s", tenant.id, exc)
+
+    async def aclose(self) -> None:
+        # types-redis predates aclose (redis>=5); close() is deprecated there. A pool
+        # passed in explicitly is not closed by the client, hence the disconnect.
+        await self.client.aclose()  # type: ignore[attr-defined]
+        await self.client.connection_pool.disconnect()

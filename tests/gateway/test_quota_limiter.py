@@ -1,0 +1,188 @@
+"""Weighted-token quotas: in-memory and on a real Redis shared by two limiters."""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+import redis.asyncio as redis
+
+from control.contract import QuotaSpec, QuotaWeights, TenantSpec
+from gateway.quota import make_quota_limiter, weighted_cost
+from gateway.quota.memory import InMemoryQuotaLimiter
+from gateway.quota.redis_limiter import RedisQuotaLimiter
+from tests.fixtures.services import require_redis
+
+WEIGHTS = QuotaWeights(prompt=1.0, completion=2.0, rejected_draft=0.25)
+
+
+def tenant(limit: int | None, tenant_id: int = 1) -> TenantSpec:
+    return TenantSpec(
+        id=tenant_id,
+        name=f"t{tenant_id}",
+        key_hashes=[],
+        quota=QuotaSpec(weighted_tokens_per_minute=limit),
+    )
+
+
+async def spend(limiter: InMemoryQuotaLimiter | RedisQuotaLimiter, t: TenantSpec) -> None:
+    """Costs 10*1 + 20*2 + 40*0.25 = 60 weighted tokens."""
+    await limiter.charge(
+        t, prompt_tokens=10, completion_tokens=20, rejected_draft_tokens=40, weights=WEIGHTS
+    )
+
+
+def test_weighted_cost_charges_rejected_drafts_only_with_their_weight() -> None:
+    assert weighted_cost(
+        prompt_tokens=10, completion_tokens=20, rejected_draft_tokens=40, weights=WEIGHTS
+    ) == pytest.approx(60.0)
+    free_drafts = QuotaWeights(prompt=1.0, completion=1.0, rejected_draft=0.0)
+    good = weighted_cost(
+        prompt_tokens=5, completion_tokens=50, rejected_draft_tokens=3, weights=free_drafts
+    )
+    poor = weighted_cost(
+        prompt_tokens=5, completion_tokens=50, rejected_draft_tokens=300, weights=free_drafts
+    )
+    assert good == poor == 55.0
+
+
+class FakeClock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def test_in_memory_budget_and_exact_retry_after() -> None:
+    clock = FakeClock(1000.25)
+    limiter = InMemoryQuotaLimiter(clock=clock)
+    t = tenant(100)
+    first = await limiter.admit(t)
+    assert (first.allowed, first.used, first.limit) == (True, 0.0, 100)
+    await spend(limiter, t)  # 60 in second 1000
+    clock.t = 1010.5
+    assert (await limiter.admit(t)).used == pytest.approx(60.0)
+    await spend(limiter, t)  # 60 in second 1010: 120 >= 100
+    clock.t = 1020.0
+    over = await limiter.admit(t)
+    assert not over.allowed
+    assert over.used == pytest.approx(120.0)
+    # Dropping second 1000's 60 brings the window to 60 < 100: at 1000 + 60.
+    assert over.retry_after_s == pytest.approx(40.0)
+    clock.t = 1059.99
+    assert not (await limiter.admit(t)).allowed
+    clock.t = 1060.0
+    back = await limiter.admit(t)
+    assert back.allowed and back.used == pytest.approx(60.0)
+    other = await limiter.admit(tenant(100, tenant_id=2))
+    assert other.allowed and other.used == 0.0  # budgets are per tenant
+
+
+async def test_unlimited_tenants_are_never_tracked() -> None:
+    limiter = InMemoryQuotaLimiter()
+    t = tenant(None)
+    for _ in range(3):
+        await spend(limiter, t)
+    verdict = await limiter.admit(t)
+    assert verdict.allowed and verdict.limit is None and verdict.used == 0.0
+
+
+def test_make_quota_limiter_picks_the_backend() -> None:
+    assert isinstance(make_quota_limiter(None), InMemoryQuotaLimiter)
+    assert isinstance(make_quota_limiter("redis://127.0.0.1:6379/0"), RedisQuotaLimiter)
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def redis_prefix() -> AsyncIterator[str]:
+    url = require_redis()
+    prefix = f"specroute:test-quota:{uuid.uuid4().hex}"
+    yield prefix
+    client = redis.Redis.from_url(url)
+    keys = [k async for k in client.scan_iter(match=prefix + ":*")]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()  # type: ignore[attr-defined]
+
+
+def redis_limiter(prefix: str, window_s: int = 60) -> RedisQuotaLimiter:
+    return RedisQuotaLimiter.from_url(require_redis(), key_prefix=prefix, window_s=window_s)
+
+
+@pytest.mark.redis
+async def test_two_replicas_on_one_redis_share_the_budget(redis_prefix: str) -> None:
+    a, b = redis_limiter(redis_prefix), redis_limiter(redis_prefix)
+    t = tenant(100)
+    try:
+        await spend(a, t)
+        seen_by_b = await b.admit(t)
+        assert seen_by_b.allowed and seen_by_b.used == pytest.approx(60.0)
+        await spend(b, t)
+        for replica in (a, b):
+            over = await replica.admit(t)
+            assert not over.allowed
+            assert over.used == pytest.approx(120.0)
+            assert over.limit == 100
+            assert 0.0 < over.retry_after_s <= 60.0
+        ttl = await a.client.ttl(a.key(t))
+        assert 0 < ttl <= 61  # idle tenants' keys disappear
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+@pytest.mark.redis
+async def test_concurrent_charges_from_two_replicas_are_all_counted(redis_prefix: str) -> None:
+    a, b = redis_limiter(redis_prefix), redis_limiter(redis_prefix)
+    t = tenant(1_000_000)
+    ones = QuotaWeights(prompt=1.0, completion=1.0, rejected_draft=1.0)
+    try:
+        await asyncio.gather(
+            *(
+                lim.charge(
+                    t, prompt_tokens=1, completion_tokens=1, rejected_draft_tokens=1, weights=ones
+                )
+                for lim in [a, b] * 100
+            )
+        )
+        assert (await a.admit(t)).used == pytest.approx(600.0)
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+@pytest.mark.redis
+async def test_redis_window_slides_and_retry_after_is_accurate(redis_prefix: str) -> None:
+    limiter = redis_limiter(redis_prefix, window_s=2)
+    t = tenant(50)
+    try:
+        await spend(limiter, t)
+        over = await limiter.admit(t)
+        assert not over.allowed
+        assert 1.0 <= over.retry_after_s <= 2.0
+        await asyncio.sleep(over.retry_after_s - 0.3)
+        assert not (await limiter.admit(t)).allowed
+        await asyncio.sleep(0.4)
+        back = await limiter.admit(t)
+        assert back.allowed and back.used == 0.0
+        assert await limiter.client.hlen(limiter.key(t)) == 0  # expired buckets pruned
+    finally:
+        await limiter.aclose()
+
+
+async def test_unreachable_redis_fails_open_and_counts_the_error() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    limiter = RedisQuotaLimiter.from_url(f"redis://127.0.0.1:{port}/0")
+    t = tenant(10)
+    try:
+        await spend(limiter, t)
+        verdict = await limiter.admit(t)
+        assert verdict.allowed and verdict.limit == 10
+        assert limiter.errors == 2
+    finally:
+        await limiter.aclose()
