@@ -1,7 +1,43 @@
 """Commands of engine.tiny."""
 
+from __future__ import annotations
+
+from pathlib import Path
+
 import typer
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tiny_pair"
+
+
+def train_tiny(
+    out: Path = typer.Option(DEFAULT_OUT, help="Directory that receives target/ and draft/."),
+    minutes: float = typer.Option(35.0, help="Wall-clock safety net; steps set the result."),
+    target_steps: int = typer.Option(300, help="Optimiser steps for the target."),
+    draft_steps: int = typer.Option(400, help="Optimiser steps for the distilled draft."),
+    seed: int = typer.Option(1234, help="Seed for initialisation and batch sampling."),
+    batch_size: int = typer.Option(8, help="Windows per optimiser step."),
+    seq_len: int = typer.Option(256, help="Tokens per training window."),
+    threads: int = typer.Option(2, help="torch intra-op threads."),
+) -> None:
+    """Build the bundled tiny draft-target pair from the Python stdlib, with no download."""
+    # NOTE: torch and transformers load only when the command runs.
+    from engine.tiny.pipeline import TrainTinySettings
+    from engine.tiny.pipeline import train_tiny as run
+
+    run(
+        TrainTinySettings(
+            out=out,
+            minutes=minutes,
+            target_steps=target_steps,
+            draft_steps=draft_steps,
+            seed=seed,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            threads=threads,
+        )
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to `specroute engine`."""
+    app.command("train-tiny")(train_tiny)
