@@ -1,5 +1,5 @@
 """The internal API (/internal/v1) that gateways and engine agents call."""
 
-from fastapi import APIRouter
+from control.internal.endpoints import router
 
-router = APIRouter()
+__all__ = ["router"]

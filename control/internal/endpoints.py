@@ -1,0 +1,99 @@
+"""Routes of the internal API (/internal/v1): snapshot, telemetry, heartbeats, pool specs."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Response
+
+from control.api.deps import SessionDep, SettingsDep
+from control.api.errors import error_responses
+from control.contract import (
+    HeartbeatAck,
+    PolicySnapshot,
+    PoolSpec,
+    TelemetryAck,
+    TelemetryBatch,
+    WorkerHeartbeat,
+)
+from control.internal.auth import require_internal_token
+from control.internal.pool_spec import pool_spec_by_id, pool_spec_by_name
+from control.internal.state import internal_lifespan, snapshot_service
+from control.snapshot.service import SnapshotService
+from control.telemetry.service import ingest_batch
+from control.workers.service import record_heartbeat
+
+router = APIRouter(
+    dependencies=[Depends(require_internal_token)],
+    lifespan=internal_lifespan,
+    tags=["internal"],
+)
+
+SnapshotServiceDep = Annotated[SnapshotService, Depends(snapshot_service)]
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 weak comparison against a list of tags or `*`."""
+    if if_none_match is None:
+        return False
+    for candidate in if_none_match.split(","):
+        tag = candidate.strip()
+        if tag == "*":
+            return True
+        if tag.startswith("W/"):
+            tag = tag[2:]
+        if tag == etag:
+            return True
+    return False
+
+
+@router.get(
+    "/snapshot",
+    response_model=PolicySnapshot,
+    responses={
+        304: {"description": "If-None-Match names the current version."},
+        **error_responses(),
+    },
+)
+def get_snapshot(
+    session: SessionDep,
+    service: SnapshotServiceDep,
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
+) -> Response:
+    headers = {"Cache-Control": "no-cache"}
+    stamp = service.current_stamp(session)
+    etag = f'"{stamp[0]}"'
+    if etag_matches(if_none_match, etag):
+        return Response(status_code=304, headers=headers | {"ETag": etag})
+    compiled = service.compiled_for(session, stamp)
+    return Response(
+        content=compiled.body,
+        media_type="application/json",
+        headers=headers | {"ETag": compiled.etag},
+    )
+
+
+@router.post("/telemetry", response_model=TelemetryAck, responses=error_responses())
+def post_telemetry(batch: TelemetryBatch, session: SessionDep) -> TelemetryAck:
+    return ingest_batch(session, batch)
+
+
+@router.post(
+    "/workers/{worker_id}/heartbeat",
+    response_model=HeartbeatAck,
+    responses=error_responses(404),
+)
+def post_heartbeat(
+    worker_id: str, beat: WorkerHeartbeat, session: SessionDep, settings: SettingsDep
+) -> HeartbeatAck:
+    return record_heartbeat(
+        session, worker_id, beat, default_kv_cache_limit=settings.kv_cache_high_usage
+    )
+
+
+@router.get("/pools/{pool_id}/spec", response_model=PoolSpec, responses=error_responses(404))
+def get_pool_spec(pool_id: int, session: SessionDep) -> PoolSpec:
+    return pool_spec_by_id(session, pool_id)
+
+
+@router.get("/pools/by-name/{name}/spec", response_model=PoolSpec, responses=error_responses(404))
+def get_pool_spec_by_name(name: str, session: SessionDep) -> PoolSpec:
+    return pool_spec_by_name(session, name)

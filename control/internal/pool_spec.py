@@ -1,0 +1,48 @@
+"""What an engine launcher needs to start a pool's workers: `PoolSpec`."""
+
+from sqlalchemy.orm import Session
+
+from control.contract import PoolSpec, SpeculativeConfig
+from control.internal import repository
+from control.models import PairVersion, Pool
+from control.snapshot.compiler import pair_version_spec
+from control.workers.errors import UnknownPool
+
+
+def speculative_config(pv: PairVersion) -> SpeculativeConfig:
+    """vLLM's --speculative-config for a pair version. Speculation is fixed per engine,
+    so this is the whole difference between a spec pool and its baseline."""
+    return SpeculativeConfig(
+        method=pv.method,
+        model=pv.draft_ref,
+        num_speculative_tokens=pv.num_speculative_tokens,
+        draft_sample_method=pv.draft_sample_method,
+    )
+
+
+def pool_spec(pool: Pool) -> PoolSpec:
+    pv = pool.pair_version
+    return PoolSpec(
+        id=pool.id,
+        name=pool.name,
+        served_model_name=pool.served_model_name,
+        target_ref=pool.target_ref,
+        pair_version=pair_version_spec(pv) if pv is not None else None,
+        speculative_config=speculative_config(pv) if pv is not None else None,
+        engine_args=dict(pool.engine_args or {}),
+        desired_workers=pool.desired_workers,
+    )
+
+
+def pool_spec_by_id(session: Session, pool_id: int) -> PoolSpec:
+    pool = repository.pool_by_id(session, pool_id)
+    if pool is None:
+        raise UnknownPool(f"pool {pool_id} does not exist", details={"pool_id": pool_id})
+    return pool_spec(pool)
+
+
+def pool_spec_by_name(session: Session, name: str) -> PoolSpec:
+    pool = repository.pool_by_name(session, name)
+    if pool is None:
+        raise UnknownPool(f"pool {name!r} does not exist", details={"pool_name": name})
+    return pool_spec(pool)

@@ -1,0 +1,1 @@
+"""Telemetry windows from gateways: idempotent ingestion and read queries for automation."""

@@ -1,0 +1,140 @@
+"""Storing telemetry batches idempotently, and reading windows back for the automation."""
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from control.contract import Arm, LatencyHistogram, TelemetryAck, TelemetryBatch, TelemetryWindow
+from control.models import TelemetryWindowRow
+from control.stats.windows import WindowTotals, combine_windows
+from control.telemetry import repository
+
+log = logging.getLogger(__name__)
+
+# NOTE: the unique key cannot hold NULLs (they never collide in SQL), so "no
+# segment" and "no pair version" are stored as 0 and mapped back on read.
+NONE_ID = 0
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Gateways send UTC; a timestamp without an offset is read as UTC, not rejected."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -> dict[str, Any]:
+    rollout_id = window.rollout_id if window.rollout_id in known_rollouts else None
+    return {
+        "source": source,
+        "window_start": as_utc(window.window_start),
+        "window_seconds": window.window_seconds,
+        "segment_id": window.segment_id if window.segment_id is not None else NONE_ID,
+        "arm": window.arm.value,
+        "pair_version_id": (
+            window.pair_version_id if window.pair_version_id is not None else NONE_ID
+        ),
+        "rollout_id": rollout_id,
+        "requests": window.requests,
+        "errors": window.errors,
+        "cancellations": window.cancellations,
+        "prompt_tokens": window.prompt_tokens,
+        "completion_tokens": window.completion_tokens,
+        "drafts": window.drafts,
+        "drafted_tokens": window.drafted_tokens,
+        "accepted_tokens": window.accepted_tokens,
+        "accepted_per_position": list(window.accepted_per_position),
+        "histograms": {
+            "ttft": window.ttft.model_dump(),
+            "tpot": window.tpot.model_dump(),
+            "e2e": window.e2e.model_dump(),
+        },
+    }
+
+
+def ingest_batch(session: Session, batch: TelemetryBatch) -> TelemetryAck:
+    """Store a batch once. A replay of (gateway_id, window_start) stores nothing; within a
+    new batch, a window whose key is already stored counts as a duplicate."""
+    total = len(batch.windows)
+    if not repository.claim_batch(session, batch.gateway_id, as_utc(batch.window_start), total):
+        return TelemetryAck(stored=0, duplicates=total)
+    wanted = {w.rollout_id for w in batch.windows if w.rollout_id is not None}
+    known = repository.existing_rollout_ids(session, wanted)
+    if wanted - known:
+        # NOTE: a rollout deleted after the gateway's snapshot must not make the whole
+        # batch fail (the gateway would drop it); the window still counts for its segment.
+        log.warning("telemetry names unknown rollouts %s; stored without", sorted(wanted - known))
+    stored = repository.insert_windows(
+        session, [_row_values(batch.gateway_id, w, known) for w in batch.windows]
+    )
+    return TelemetryAck(stored=stored, duplicates=total - stored)
+
+
+def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:
+    histograms = row.histograms or {}
+    return TelemetryWindow(
+        segment_id=row.segment_id if row.segment_id != NONE_ID else None,
+        arm=Arm(row.arm),
+        pair_version_id=row.pair_version_id if row.pair_version_id != NONE_ID else None,
+        rollout_id=row.rollout_id,
+        window_start=row.window_start,
+        window_seconds=row.window_seconds,
+        requests=row.requests,
+        errors=row.errors,
+        cancellations=row.cancellations,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        drafts=row.drafts,
+        drafted_tokens=row.drafted_tokens,
+        accepted_tokens=row.accepted_tokens,
+        accepted_per_position=list(row.accepted_per_position or []),
+        ttft=LatencyHistogram.model_validate(histograms.get("ttft", {})),
+        tpot=LatencyHistogram.model_validate(histograms.get("tpot", {})),
+        e2e=LatencyHistogram.model_validate(histograms.get("e2e", {})),
+    )
+
+
+def list_windows(
+    session: Session,
+    *,
+    start: datetime,
+    end: datetime,
+    rollout_id: int | None = None,
+    segment_id: int | None = None,
+    arm: Arm | None = None,
+    pair_version_id: int | None = None,
+) -> list[TelemetryWindow]:
+    """Windows (from every gateway) starting in [start, end), oldest first."""
+    stmt = repository.select_windows(
+        start=as_utc(start),
+        end=as_utc(end),
+        rollout_id=rollout_id,
+        segment_id=segment_id,
+        arm=arm.value if arm is not None else None,
+        pair_version_id=pair_version_id,
+    )
+    return [window_from_row(row) for row in session.scalars(stmt)]
+
+
+def window_totals(
+    session: Session,
+    *,
+    start: datetime,
+    end: datetime,
+    rollout_id: int | None = None,
+    segment_id: int | None = None,
+    arm: Arm | None = None,
+    pair_version_id: int | None = None,
+) -> WindowTotals:
+    """Counters and histograms (bucket-wise) summed over the matching windows."""
+    return combine_windows(
+        list_windows(
+            session,
+            start=start,
+            end=end,
+            rollout_id=rollout_id,
+            segment_id=segment_id,
+            arm=arm,
+            pair_version_id=pair_version_id,
+        )
+    )

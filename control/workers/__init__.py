@@ -1,0 +1,1 @@
+"""Engine workers: heartbeats (registration, health, memory pressure) and staleness."""
