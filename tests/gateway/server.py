@@ -54,6 +54,27 @@ class GatewayServer:
 
 
 @contextmanager
+def serve_app(app: FastAPI) -> Iterator[str]:
+    """Run `app` under uvicorn on a free loopback port in a thread; yield its base URL."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20.0
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15.0)
+
+
+@contextmanager
 def run_gateway(
     tmp_path: Path, snapshot: PolicySnapshot | None, **settings: Any
 ) -> Iterator[GatewayServer]:
@@ -67,19 +88,5 @@ def run_gateway(
         **settings,
     )
     app = create_app(config_settings)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, name=f"gateway-{port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20.0
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("gateway server did not start")
-        time.sleep(0.02)
-    try:
-        yield GatewayServer(base_url=f"http://127.0.0.1:{port}", app=app, snapshot_path=path)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15.0)
+    with serve_app(app) as base_url:
+        yield GatewayServer(base_url=base_url, app=app, snapshot_path=path)
