@@ -121,12 +121,22 @@ async def _database_error(_request: Request, exc: Exception) -> JSONResponse:
     return render(500, "internal database error", "internal_error", "internal_error")
 
 
+async def _replay(_request: Request, exc: Exception) -> JSONResponse:
+    from control.api.idempotency import IdempotentReplay
+
+    assert isinstance(exc, IdempotentReplay)
+    return exc.response()
+
+
 async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error", exc_info=exc)
     return render(500, "internal error", "internal_error", "internal_error")
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    from control.api.idempotency import IdempotentReplay
+
+    app.add_exception_handler(IdempotentReplay, _replay)
     app.add_exception_handler(ControlError, _control_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

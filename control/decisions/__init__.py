@@ -1,0 +1,1 @@
+"""Decisions: every rollout flip with its evidence, and their decision records."""

@@ -1,0 +1,73 @@
+"""/admin/v1/decisions: listing with filters and cursor pagination, and records."""
+
+from fastapi import APIRouter, Query
+from fastapi.responses import PlainTextResponse
+
+from control.api.auth import Reader
+from control.api.deps import SessionDep
+from control.api.errors import error_responses
+from control.api.pagination import Cursor, Limit, Page, cursor_id
+from control.decisions import repository as repo
+from control.decisions.schemas import Decision
+from control.errors import NotFound
+from control.models import Decision as DecisionRow
+
+router = APIRouter(prefix="/decisions", tags=["decisions"])
+
+
+class DecisionNotFound(NotFound):
+    code = "decision_not_found"
+
+
+@router.get("", response_model=Page[Decision], responses=error_responses())
+def list_decisions(
+    session: SessionDep,
+    _: Reader,
+    rollout_id: int | None = Query(default=None),
+    kind: str | None = Query(default=None, max_length=32),
+    actor: str | None = Query(default=None, max_length=200),
+    task_id: str | None = Query(default=None, max_length=200),
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[Decision]:
+    rows = repo.list_decisions(
+        session,
+        rollout_id=rollout_id,
+        kind=kind,
+        actor=actor,
+        task_id=task_id,
+        before_id=cursor_id(cursor),
+        limit=limit,
+    )
+    next_cursor = str(rows[-1].id) if len(rows) == limit else None
+    return Page[Decision](items=[Decision.of(r) for r in rows], next_cursor=next_cursor)
+
+
+def _get(session: SessionDep, decision_id: int) -> DecisionRow:
+    row = session.get(DecisionRow, decision_id)
+    if row is None:
+        raise DecisionNotFound(f"decision {decision_id} does not exist")
+    return row
+
+
+@router.get("/{decision_id}", response_model=Decision, responses=error_responses(404))
+def get_decision(decision_id: int, session: SessionDep, _: Reader) -> Decision:
+    return Decision.of(_get(session, decision_id))
+
+
+@router.get(
+    "/{decision_id}/record",
+    response_class=PlainTextResponse,
+    responses={
+        200: {"content": {"text/markdown": {}}, "description": "The decision record."},
+        **error_responses(404),
+    },
+)
+def get_record(decision_id: int, session: SessionDep, _: Reader) -> PlainTextResponse:
+    row = _get(session, decision_id)
+    if row.record_markdown is None:
+        raise DecisionNotFound(
+            f"decision {decision_id} has no record (only promotions to full and disables do)",
+            code="record_not_found",
+        )
+    return PlainTextResponse(row.record_markdown, media_type="text/markdown; charset=utf-8")

@@ -1,0 +1,30 @@
+"""SQL for decisions."""
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from control.models import Decision
+
+
+def list_decisions(
+    session: Session,
+    *,
+    rollout_id: int | None,
+    kind: str | None,
+    actor: str | None,
+    task_id: str | None,
+    before_id: int | None,
+    limit: int,
+) -> list[Decision]:
+    query = select(Decision).order_by(Decision.id.desc()).limit(limit)
+    if rollout_id is not None:
+        query = query.where(Decision.rollout_id == rollout_id)
+    if kind is not None:
+        query = query.where(Decision.kind == kind)
+    if actor is not None:
+        query = query.where(Decision.actor == actor)
+    if task_id is not None:
+        query = query.where(Decision.task_id == task_id)
+    if before_id is not None:
+        query = query.where(Decision.id < before_id)
+    return list(session.scalars(query))

@@ -1,0 +1,1 @@
+"""Draft–target pairs and their immutable versions."""

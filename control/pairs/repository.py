@@ -1,0 +1,45 @@
+"""SQL for pairs and pair versions."""
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from control.contract import EXPOSING_STATES
+from control.models import Pair, PairVersion, Rollout
+
+
+def list_pairs(session: Session) -> list[Pair]:
+    return list(
+        session.scalars(select(Pair).options(selectinload(Pair.versions)).order_by(Pair.id))
+    )
+
+
+def get_pair(session: Session, pair_id: int) -> Pair | None:
+    return session.get(Pair, pair_id)
+
+
+def pair_by_name(session: Session, name: str) -> Pair | None:
+    return session.scalar(select(Pair).where(Pair.name == name))
+
+
+def get_version(session: Session, pair_id: int, version_id: int) -> PairVersion | None:
+    return session.scalar(
+        select(PairVersion).where(PairVersion.pair_id == pair_id, PairVersion.id == version_id)
+    )
+
+
+def next_version_number(session: Session, pair_id: int) -> int:
+    current = session.scalar(
+        select(func.max(PairVersion.version)).where(PairVersion.pair_id == pair_id)
+    )
+    return int(current or 0) + 1
+
+
+def exposing_rollout_names(session: Session, pair_version_id: int) -> list[str]:
+    return list(
+        session.scalars(
+            select(Rollout.name).where(
+                Rollout.pair_version_id == pair_version_id,
+                Rollout.state.in_([s.value for s in EXPOSING_STATES]),
+            )
+        )
+    )

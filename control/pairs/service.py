@@ -1,0 +1,172 @@
+"""Registering pairs and versions. A version is immutable; only retire moves it."""
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from control.audit.service import record_audit
+from control.errors import Conflict, NotFound
+from control.models import Pair, PairVersion, utcnow
+from control.pairs import repository as repo
+from control.pairs.artifacts import check_artifacts
+from control.pairs.schemas import PairCreate, PairUpdate, PairVersionCreate
+from control.pairs.schemas import PairVersion as PairVersionOut
+from control.snapshot.version import bump_snapshot_version
+
+
+class PairNotFound(NotFound):
+    code = "pair_not_found"
+
+
+class PairVersionNotFound(NotFound):
+    code = "pair_version_not_found"
+
+
+class PairNameTaken(Conflict):
+    code = "pair_name_taken"
+
+
+class PairVersionInUse(Conflict):
+    code = "pair_version_in_use"
+
+
+def _pair_state(pair: Pair) -> dict[str, Any]:
+    return {"name": pair.name, "description": pair.description}
+
+
+def _version_state(version: PairVersion) -> dict[str, Any]:
+    return PairVersionOut.model_validate(version).model_dump(mode="json")
+
+
+def get_pair(session: Session, pair_id: int) -> Pair:
+    pair = repo.get_pair(session, pair_id)
+    if pair is None:
+        raise PairNotFound(f"pair {pair_id} does not exist")
+    return pair
+
+
+def get_version(session: Session, pair_id: int, version_id: int) -> PairVersion:
+    version = repo.get_version(session, pair_id, version_id)
+    if version is None:
+        raise PairVersionNotFound(f"pair {pair_id} has no version {version_id}")
+    return version
+
+
+def create_pair(session: Session, body: PairCreate, *, actor: str) -> Pair:
+    if repo.pair_by_name(session, body.name) is not None:
+        raise PairNameTaken(f"a pair named {body.name!r} exists", details={"param": "name"})
+    pair = Pair(name=body.name, description=body.description)
+    session.add(pair)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="pair.create",
+        entity_type="pair",
+        entity_id=pair.id,
+        after=_pair_state(pair),
+    )
+    return pair
+
+
+def update_pair(session: Session, pair_id: int, body: PairUpdate, *, actor: str) -> Pair:
+    pair = get_pair(session, pair_id)
+    before = _pair_state(pair)
+    pair.description = body.description
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="pair.update",
+        entity_type="pair",
+        entity_id=pair.id,
+        before=before,
+        after=_pair_state(pair),
+    )
+    return pair
+
+
+def delete_pair(session: Session, pair_id: int, *, actor: str) -> None:
+    pair = get_pair(session, pair_id)
+    if pair.versions:
+        raise Conflict(
+            f"pair {pair.name!r} has versions; retire them instead", code="pair_has_versions"
+        )
+    before = _pair_state(pair)
+    session.delete(pair)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="pair.delete",
+        entity_type="pair",
+        entity_id=pair_id,
+        before=before,
+    )
+
+
+def register_version(
+    session: Session, pair_id: int, body: PairVersionCreate, *, actor: str
+) -> PairVersion:
+    """Validate the artifacts (refusing incompatible pairs) and add version n+1."""
+    pair = get_pair(session, pair_id)
+    report = check_artifacts(body.method, body.target_ref, body.draft_ref)
+    version = PairVersion(
+        pair_id=pair.id,
+        version=repo.next_version_number(session, pair.id),
+        method=body.method,
+        target_ref=body.target_ref,
+        target_digest=report.target_digest,
+        draft_ref=body.draft_ref,
+        draft_digest=report.draft_digest,
+        num_speculative_tokens=body.num_speculative_tokens,
+        draft_sample_method=body.draft_sample_method,
+        tokenizer_hash=report.tokenizer_hash,
+        chat_template_hash=report.chat_template_hash,
+        adapter_id=body.adapter_id,
+        engine_version=body.engine_version,
+        capabilities=body.capabilities.model_dump(),
+        status="active",
+    )
+    session.add(version)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="pair_version.create",
+        entity_type="pair_version",
+        entity_id=version.id,
+        after=_version_state(version),
+    )
+    bump_snapshot_version(session)
+    return version
+
+
+def retire_version(
+    session: Session, pair_id: int, version_id: int, *, actor: str, reason: str | None
+) -> PairVersion:
+    version = get_version(session, pair_id, version_id)
+    if version.status == "retired":
+        return version
+    live = repo.exposing_rollout_names(session, version.id)
+    if live:
+        raise PairVersionInUse(
+            f"rollouts {', '.join(live)} still expose this version; roll back or disable first",
+            details={"rollouts": live},
+        )
+    before = _version_state(version)
+    version.status = "retired"
+    version.retired_at = utcnow()
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="pair_version.retire",
+        entity_type="pair_version",
+        entity_id=version.id,
+        before=before,
+        after=_version_state(version),
+        reason=reason,
+    )
+    bump_snapshot_version(session)
+    return version

@@ -1,0 +1,1 @@
+"""Engine pools: a target plus an optional pair version (none = baseline)."""

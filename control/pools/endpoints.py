@@ -1,0 +1,47 @@
+"""/admin/v1/pools."""
+
+from fastapi import APIRouter, Response, status
+from fastapi.responses import JSONResponse
+
+from control.api.auth import Reader, Writer
+from control.api.deps import SessionDep
+from control.api.errors import error_responses
+from control.api.idempotency import IdempotencyDep
+from control.pools import repository as repo
+from control.pools import service
+from control.pools.schemas import Pool, PoolCreate, PoolUpdate
+
+router = APIRouter(prefix="/pools", tags=["pools"])
+
+
+@router.get("", response_model=list[Pool], responses=error_responses())
+def list_pools(session: SessionDep, _: Reader) -> list[Pool]:
+    return [Pool.model_validate(p) for p in repo.list_pools(session)]
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=Pool, responses=error_responses(409)
+)
+def create_pool(
+    body: PoolCreate, session: SessionDep, principal: Writer, idem: IdempotencyDep
+) -> JSONResponse:
+    pool = service.create_pool(session, body, actor=principal.actor)
+    return idem.remember(Pool.model_validate(pool), status_code=201)
+
+
+@router.get("/{pool_id}", response_model=Pool, responses=error_responses(404))
+def get_pool(pool_id: int, session: SessionDep, _: Reader) -> Pool:
+    return Pool.model_validate(service.get_pool(session, pool_id))
+
+
+@router.patch("/{pool_id}", response_model=Pool, responses=error_responses(404))
+def update_pool(pool_id: int, body: PoolUpdate, session: SessionDep, principal: Writer) -> Pool:
+    return Pool.model_validate(service.update_pool(session, pool_id, body, actor=principal.actor))
+
+
+@router.delete(
+    "/{pool_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 409)
+)
+def delete_pool(pool_id: int, session: SessionDep, principal: Writer) -> Response:
+    service.delete_pool(session, pool_id, actor=principal.actor)
+    return Response(status_code=204)

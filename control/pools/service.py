@@ -1,0 +1,125 @@
+"""Pools: a spec pool must serve the target of its pair version."""
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from control.audit.service import record_audit
+from control.errors import Conflict, InvalidRequest, NotFound
+from control.models import PairVersion, Pool
+from control.pools import repository as repo
+from control.pools.schemas import PoolCreate, PoolUpdate
+from control.snapshot.version import bump_snapshot_version
+
+
+class PoolNotFound(NotFound):
+    code = "pool_not_found"
+
+
+class PoolNameTaken(Conflict):
+    code = "pool_name_taken"
+
+
+class PoolInUse(Conflict):
+    code = "pool_in_use"
+
+
+def pool_state(pool: Pool) -> dict[str, Any]:
+    return {
+        "name": pool.name,
+        "served_model_name": pool.served_model_name,
+        "target_ref": pool.target_ref,
+        "pair_version_id": pool.pair_version_id,
+        "engine_args": pool.engine_args,
+        "desired_workers": pool.desired_workers,
+    }
+
+
+def get_pool(session: Session, pool_id: int) -> Pool:
+    pool = repo.get_pool(session, pool_id)
+    if pool is None:
+        raise PoolNotFound(f"pool {pool_id} does not exist")
+    return pool
+
+
+def create_pool(session: Session, body: PoolCreate, *, actor: str) -> Pool:
+    if repo.pool_by_name(session, body.name) is not None:
+        raise PoolNameTaken(f"a pool named {body.name!r} exists", details={"param": "name"})
+    if body.pair_version_id is not None:
+        version = session.get(PairVersion, body.pair_version_id)
+        if version is None:
+            raise InvalidRequest(
+                f"pair version {body.pair_version_id} does not exist",
+                details={"param": "pair_version_id"},
+            )
+        if version.status != "active":
+            raise InvalidRequest(
+                f"pair version {version.id} is retired", details={"param": "pair_version_id"}
+            )
+        if version.target_ref != body.target_ref:
+            raise InvalidRequest(
+                f"pool target {body.target_ref!r} differs from the pair version's target "
+                f"{version.target_ref!r}",
+                code="target_mismatch",
+                details={"param": "target_ref"},
+            )
+    pool = Pool(
+        name=body.name,
+        served_model_name=body.served_model_name,
+        target_ref=body.target_ref,
+        pair_version_id=body.pair_version_id,
+        engine_args=body.engine_args,
+        desired_workers=body.desired_workers,
+    )
+    session.add(pool)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="pool.create",
+        entity_type="pool",
+        entity_id=pool.id,
+        after=pool_state(pool),
+    )
+    bump_snapshot_version(session)
+    return pool
+
+
+def update_pool(session: Session, pool_id: int, body: PoolUpdate, *, actor: str) -> Pool:
+    pool = get_pool(session, pool_id)
+    before = pool_state(pool)
+    if body.engine_args is not None:
+        pool.engine_args = body.engine_args
+    if body.desired_workers is not None:
+        pool.desired_workers = body.desired_workers
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="pool.update",
+        entity_type="pool",
+        entity_id=pool.id,
+        before=before,
+        after=pool_state(pool),
+    )
+    bump_snapshot_version(session)
+    return pool
+
+
+def delete_pool(session: Session, pool_id: int, *, actor: str) -> None:
+    pool = get_pool(session, pool_id)
+    users = repo.rollouts_using(session, pool_id)
+    if users:
+        raise PoolInUse(f"rollouts {', '.join(users)} use this pool", details={"rollouts": users})
+    before = pool_state(pool)
+    session.delete(pool)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="pool.delete",
+        entity_type="pool",
+        entity_id=pool_id,
+        before=before,
+    )
+    bump_snapshot_version(session)

@@ -1,0 +1,112 @@
+"""/admin/v1/rollouts and the actions POST /admin/v1/rollouts/{id}/{action}."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi.responses import JSONResponse
+
+from control.api.auth import Reader, Writer
+from control.api.deps import SessionDep
+from control.api.errors import error_responses
+from control.api.etag import etag, if_match, required_if_match, set_etag
+from control.api.idempotency import IdempotencyDep
+from control.contract import RolloutState
+from control.rollouts import repository as repo
+from control.rollouts import service
+from control.rollouts.schemas import Rollout, RolloutActionBody, RolloutCreate, RolloutUpdate
+from control.rollouts.state_machine import RolloutAction
+
+router = APIRouter(prefix="/rollouts", tags=["rollouts"])
+
+
+@router.get("", response_model=list[Rollout], responses=error_responses())
+def list_rollouts(
+    session: SessionDep,
+    _: Reader,
+    state: RolloutState | None = Query(default=None),
+    segment_id: int | None = Query(default=None),
+) -> list[Rollout]:
+    rows = repo.list_rollouts(session, state=state.value if state else None, segment_id=segment_id)
+    return [Rollout.of(r) for r in rows]
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=Rollout, responses=error_responses(409)
+)
+def create_rollout(body: RolloutCreate, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
+    rollout = service.create_rollout(session, body, actor=idem.principal.actor)
+    return idem.remember(
+        Rollout.of(rollout), status_code=201, headers={"ETag": etag(rollout.version)}
+    )
+
+
+@router.get("/{rollout_id}", response_model=Rollout, responses=error_responses(404))
+def get_rollout(rollout_id: int, session: SessionDep, _: Reader, response: Response) -> Rollout:
+    rollout = service.get_rollout(session, rollout_id)
+    set_etag(response, rollout.version)
+    return Rollout.of(rollout)
+
+
+@router.patch("/{rollout_id}", response_model=Rollout, responses=error_responses(404, 412, 428))
+def update_rollout(
+    rollout_id: int,
+    body: RolloutUpdate,
+    session: SessionDep,
+    principal: Writer,
+    response: Response,
+    expected: Annotated[int, Depends(required_if_match)],
+) -> Rollout:
+    rollout = service.update_rollout(
+        session, rollout_id, body, expected_version=expected, actor=principal.actor
+    )
+    set_etag(response, rollout.version)
+    return Rollout.of(rollout)
+
+
+@router.delete(
+    "/{rollout_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(404, 409, 412),
+)
+def delete_rollout(
+    rollout_id: int,
+    session: SessionDep,
+    principal: Writer,
+    expected: Annotated[int | None, Depends(if_match)],
+) -> Response:
+    service.delete_rollout(session, rollout_id, expected_version=expected, actor=principal.actor)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{rollout_id}/{action}",
+    response_model=Rollout,
+    responses=error_responses(404, 409, 412),
+    description=(
+        "start, promote, pause, resume, rollback, disable or enable. An illegal transition "
+        "is 409 naming the allowed actions; a stale If-Match is 412. Without If-Match the "
+        "action applies to the version read, still as a compare-and-set."
+    ),
+)
+def act_on_rollout(
+    rollout_id: int,
+    action: RolloutAction,
+    session: SessionDep,
+    principal: Writer,
+    response: Response,
+    expected: Annotated[int | None, Depends(if_match)],
+    body: RolloutActionBody | None = None,
+) -> Rollout:
+    rollout = service.transition_rollout(
+        session,
+        rollout_id,
+        action,
+        expected_version=expected,
+        actor=principal.actor,
+        reason=body.reason if body else None,
+        evidence=None,
+        task_id=None,
+        kind=None,
+    )
+    set_etag(response, rollout.version)
+    return Rollout.of(rollout)

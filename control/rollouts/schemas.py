@@ -1,0 +1,81 @@
+"""Request and response bodies of the rollouts API."""
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from control.contract import RolloutState
+from control.rollouts.state_machine import RolloutAction
+
+
+def _check_stages(stages: list[float]) -> list[float]:
+    if any(not 0.0 < s <= 100.0 for s in stages):
+        raise ValueError("every stage is a percentage in (0, 100]")
+    if stages != sorted(set(stages)):
+        raise ValueError("stages must be strictly increasing")
+    return stages
+
+
+class RolloutCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    segment_id: int
+    pair_version_id: int
+    spec_pool_id: int
+    baseline_pool_id: int
+    threshold_set_id: int
+    stages: list[float] = Field(default=[1.0, 5.0, 25.0, 50.0, 100.0], min_length=1, max_length=20)
+
+    _stages = field_validator("stages")(_check_stages)
+
+
+class RolloutUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stages: list[float] | None = Field(default=None, min_length=1, max_length=20)
+    threshold_set_id: int | None = None
+
+    @field_validator("stages")
+    @classmethod
+    def _stages(cls, v: list[float] | None) -> list[float] | None:
+        return None if v is None else _check_stages(v)
+
+
+class RolloutActionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class Rollout(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    segment_id: int
+    pair_version_id: int
+    spec_pool_id: int
+    baseline_pool_id: int
+    threshold_set_id: int
+    stages: list[float]
+    state: RolloutState
+    paused_from: RolloutState | None
+    percentage: float
+    cohort_salt: str
+    version: int
+    state_entered_at: datetime
+    disable_count: int
+    disabled_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+    allowed_actions: list[RolloutAction] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, row: Any) -> "Rollout":
+        from control.rollouts.state_machine import allowed_actions
+
+        out = cls.model_validate(row)
+        out.allowed_actions = allowed_actions(RolloutState(row.state))
+        return out

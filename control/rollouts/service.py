@@ -1,0 +1,255 @@
+"""Rollouts and `transition_rollout`, the one way a rollout changes state.
+
+Admin actions and the Celery automation both call `transition_rollout`; the
+compare-and-set on `version` means two writers can never lose each other's
+update: the loser gets PreconditionFailed (412).
+"""
+
+import secrets
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from control.audit.service import record_audit
+from control.contract import RolloutState
+from control.decisions.record import needs_record, render_record
+from control.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
+from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
+from control.rollouts import repository as repo
+from control.rollouts.schemas import RolloutCreate, RolloutUpdate
+from control.rollouts.state_machine import IllegalTransition, RolloutAction, plan
+from control.snapshot.version import bump_snapshot_version
+
+
+class RolloutNotFound(NotFound):
+    code = "rollout_not_found"
+
+
+class RolloutConflict(Conflict):
+    code = "rollout_conflict"
+
+
+class IllegalRolloutTransition(Conflict):
+    code = "illegal_transition"
+
+
+def rollout_state(r: Rollout) -> dict[str, Any]:
+    return {
+        "name": r.name,
+        "state": r.state,
+        "percentage": r.percentage,
+        "paused_from": r.paused_from,
+        "stages": r.stages,
+        "threshold_set_id": r.threshold_set_id,
+        "version": r.version,
+    }
+
+
+def get_rollout(session: Session, rollout_id: int) -> Rollout:
+    rollout = repo.get_rollout(session, rollout_id)
+    if rollout is None:
+        raise RolloutNotFound(f"rollout {rollout_id} does not exist")
+    return rollout
+
+
+def _stale(rollout: Rollout, expected: int) -> PreconditionFailed:
+    return PreconditionFailed(
+        f"rollout {rollout.id} is at version {rollout.version}, not {expected}",
+        details={"current_version": rollout.version},
+    )
+
+
+def _require(session: Session, model: type[Any], ident: int, param: str) -> Any:
+    row = session.get(model, ident)
+    if row is None:
+        raise InvalidRequest(f"{param} {ident} does not exist", details={"param": param})
+    return row
+
+
+def create_rollout(session: Session, body: RolloutCreate, *, actor: str) -> Rollout:
+    if repo.rollout_by_name(session, body.name) is not None:
+        raise RolloutConflict(f"a rollout named {body.name!r} exists", details={"param": "name"})
+    _require(session, Segment, body.segment_id, "segment_id")
+    version: PairVersion = _require(session, PairVersion, body.pair_version_id, "pair_version_id")
+    spec: Pool = _require(session, Pool, body.spec_pool_id, "spec_pool_id")
+    baseline: Pool = _require(session, Pool, body.baseline_pool_id, "baseline_pool_id")
+    _require(session, ThresholdSet, body.threshold_set_id, "threshold_set_id")
+    if version.status != "active":
+        raise InvalidRequest(
+            f"pair version {version.id} is retired", details={"param": "pair_version_id"}
+        )
+    if spec.pair_version_id != version.id:
+        raise InvalidRequest(
+            f"spec pool {spec.name!r} does not serve pair version {version.id}",
+            details={"param": "spec_pool_id"},
+        )
+    if baseline.pair_version_id is not None:
+        raise InvalidRequest(
+            f"baseline pool {baseline.name!r} speculates; a baseline pool has no pair version",
+            details={"param": "baseline_pool_id"},
+        )
+    open_ = repo.open_rollouts_of_segment(session, body.segment_id)
+    if open_:
+        raise RolloutConflict(
+            f"segment {body.segment_id} already has rollout {open_[0]!r}; roll it back first",
+            details={"rollouts": open_},
+        )
+    rollout = Rollout(
+        **body.model_dump(),
+        state=RolloutState.DRAFT.value,
+        percentage=0.0,
+        cohort_salt=secrets.token_hex(16),
+        version=1,
+    )
+    session.add(rollout)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="rollout.create",
+        entity_type="rollout",
+        entity_id=rollout.id,
+        after=rollout_state(rollout),
+    )
+    bump_snapshot_version(session)
+    return rollout
+
+
+def update_rollout(
+    session: Session, rollout_id: int, body: RolloutUpdate, *, expected_version: int, actor: str
+) -> Rollout:
+    rollout = get_rollout(session, rollout_id)
+    if rollout.version != expected_version:
+        raise _stale(rollout, expected_version)
+    before = rollout_state(rollout)
+    values: dict[str, Any] = {}
+    if body.stages is not None:
+        values["stages"] = body.stages
+    if body.threshold_set_id is not None:
+        _require(session, ThresholdSet, body.threshold_set_id, "threshold_set_id")
+        values["threshold_set_id"] = body.threshold_set_id
+    if not repo.compare_and_set(session, rollout_id, expected_version, values):
+        session.refresh(rollout)
+        raise _stale(rollout, expected_version)
+    session.refresh(rollout)
+    record_audit(
+        session,
+        actor=actor,
+        action="rollout.update",
+        entity_type="rollout",
+        entity_id=rollout.id,
+        before=before,
+        after=rollout_state(rollout),
+    )
+    bump_snapshot_version(session)
+    return rollout
+
+
+def transition_rollout(
+    session: Session,
+    rollout_id: int,
+    action: RolloutAction,
+    *,
+    expected_version: int | None,
+    actor: str,
+    reason: str | None,
+    evidence: dict[str, Any] | None,
+    task_id: str | None,
+    kind: str | None,
+) -> Rollout:
+    """Apply `action` as a compare-and-set on the rollout's version.
+
+    `expected_version` None means "the version read here": the state machine's
+    plan is still only applied if nobody changed the rollout in between.
+    Raises RolloutNotFound, PreconditionFailed (lost race or stale expectation)
+    and IllegalRolloutTransition (409, naming the allowed actions).
+    """
+    rollout = get_rollout(session, rollout_id)
+    if expected_version is not None and rollout.version != expected_version:
+        raise _stale(rollout, expected_version)
+    read_version = rollout.version
+    try:
+        step = plan(
+            action,
+            RolloutState(rollout.state),
+            rollout.percentage,
+            list(rollout.stages),
+            paused_from=RolloutState(rollout.paused_from) if rollout.paused_from else None,
+            probation_percentage=rollout.threshold_set.probation_percentage,
+        )
+    except IllegalTransition as exc:
+        allowed = [a.value for a in exc.allowed]
+        raise IllegalRolloutTransition(
+            str(exc), details={"state": rollout.state, "allowed_actions": allowed}
+        ) from exc
+    before = rollout_state(rollout)
+    values: dict[str, Any] = {
+        "state": step.to_state.value,
+        "percentage": step.to_percentage,
+        "paused_from": step.paused_from.value if step.paused_from else None,
+        "state_entered_at": utcnow(),
+        "inconclusive_rounds": 0,
+    }
+    if action is RolloutAction.DISABLE:
+        values["disable_count"] = Rollout.disable_count + 1
+        values["disabled_reason"] = (kind or reason or "manual")[:100]
+    elif step.to_state is not RolloutState.PAUSED:
+        values["disabled_reason"] = None
+    if not repo.compare_and_set(session, rollout_id, read_version, values):
+        session.refresh(rollout)
+        raise _stale(rollout, read_version)
+    session.refresh(rollout)
+    decision = Decision(
+        rollout_id=rollout.id,
+        kind=kind or f"manual_{action.value}",
+        from_state=step.from_state.value,
+        to_state=step.to_state.value,
+        from_percentage=step.from_percentage,
+        to_percentage=step.to_percentage,
+        rollout_version=rollout.version,
+        evidence=evidence or {},
+        threshold_set_id=rollout.threshold_set_id,
+        actor=actor,
+        task_id=task_id,
+    )
+    session.add(decision)
+    session.flush()
+    if needs_record(decision.to_state):
+        decision.record_markdown = render_record(rollout, decision, reason)
+    record_audit(
+        session,
+        actor=actor,
+        action=f"rollout.{action.value}",
+        entity_type="rollout",
+        entity_id=rollout.id,
+        before=before,
+        after=rollout_state(rollout),
+        reason=reason,
+    )
+    bump_snapshot_version(session)
+    return rollout
+
+
+def delete_rollout(
+    session: Session, rollout_id: int, *, expected_version: int | None, actor: str
+) -> None:
+    rollout = get_rollout(session, rollout_id)
+    if expected_version is not None and rollout.version != expected_version:
+        raise _stale(rollout, expected_version)
+    # NOTE: only drafts go; a rollout that ever moved keeps its decisions as history.
+    if rollout.state != RolloutState.DRAFT.value:
+        raise RolloutConflict(
+            f"rollout in state {rollout.state} cannot be deleted; only drafts can"
+        )
+    before = rollout_state(rollout)
+    session.delete(rollout)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="rollout.delete",
+        entity_type="rollout",
+        entity_id=rollout_id,
+        before=before,
+    )
+    bump_snapshot_version(session)

@@ -1,0 +1,1 @@
+"""Traffic segments: selectors over normalized request features, by priority."""

@@ -1,0 +1,42 @@
+"""Request and response bodies of the segments API."""
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from control.contract import SegmentSelector
+
+
+class SegmentCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = Field(default="", max_length=500)
+    selector: SegmentSelector
+    priority: int = Field(
+        default=0,
+        ge=-1_000_000,
+        le=1_000_000,
+        description="Higher wins when selectors overlap; ties go to the lower id.",
+    )
+
+
+class SegmentUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = Field(default=None, max_length=500)
+    selector: SegmentSelector | None = None
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+
+
+class Segment(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    description: str
+    selector: SegmentSelector
+    priority: int
+    version: int
+    created_at: datetime
+    updated_at: datetime

@@ -1,0 +1,1 @@
+"""Tenants, their API keys and admin tokens (all stored hashed)."""

@@ -1,0 +1,127 @@
+"""/admin/v1/tenants, /admin/v1/tenants/{id}/keys and /admin/v1/admin-tokens."""
+
+from fastapi import APIRouter, Response, status
+from fastapi.responses import JSONResponse
+
+from control.api.auth import Reader, Writer
+from control.api.deps import SessionDep
+from control.api.errors import error_responses
+from control.api.idempotency import IdempotencyDep
+from control.tenants import repository as repo
+from control.tenants import service
+from control.tenants.schemas import (
+    AdminToken,
+    AdminTokenCreate,
+    AdminTokenCreated,
+    ApiKey,
+    ApiKeyCreate,
+    ApiKeyCreated,
+    Tenant,
+    TenantCreate,
+    TenantUpdate,
+)
+
+router = APIRouter(tags=["tenants"])
+
+
+@router.get("/tenants", response_model=list[Tenant], responses=error_responses())
+def list_tenants(session: SessionDep, _: Reader) -> list[Tenant]:
+    return [Tenant.model_validate(t) for t in repo.list_tenants(session)]
+
+
+@router.post(
+    "/tenants",
+    status_code=status.HTTP_201_CREATED,
+    response_model=Tenant,
+    responses=error_responses(409),
+)
+def create_tenant(body: TenantCreate, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
+    tenant = service.create_tenant(session, body, actor=idem.principal.actor)
+    return idem.remember(Tenant.model_validate(tenant), status_code=201)
+
+
+@router.get("/tenants/{tenant_id}", response_model=Tenant, responses=error_responses(404))
+def get_tenant(tenant_id: int, session: SessionDep, _: Reader) -> Tenant:
+    return Tenant.model_validate(service.get_tenant(session, tenant_id))
+
+
+@router.patch("/tenants/{tenant_id}", response_model=Tenant, responses=error_responses(404))
+def update_tenant(
+    tenant_id: int, body: TenantUpdate, session: SessionDep, principal: Writer
+) -> Tenant:
+    tenant = service.update_tenant(session, tenant_id, body, actor=principal.actor)
+    return Tenant.model_validate(tenant)
+
+
+@router.delete(
+    "/tenants/{tenant_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(404),
+)
+def delete_tenant(tenant_id: int, session: SessionDep, principal: Writer) -> Response:
+    service.delete_tenant(session, tenant_id, actor=principal.actor)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/tenants/{tenant_id}/keys", response_model=list[ApiKey], responses=error_responses(404)
+)
+def list_keys(tenant_id: int, session: SessionDep, _: Reader) -> list[ApiKey]:
+    return [ApiKey.model_validate(k) for k in service.get_tenant(session, tenant_id).keys]
+
+
+@router.post(
+    "/tenants/{tenant_id}/keys",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ApiKeyCreated,
+    responses=error_responses(404),
+    description="The key is in this response only; store it now.",
+)
+def create_key(
+    tenant_id: int, body: ApiKeyCreate, session: SessionDep, idem: IdempotencyDep
+) -> JSONResponse:
+    key, secret = service.create_key(session, tenant_id, body.name, actor=idem.principal.actor)
+    created = ApiKeyCreated(**ApiKey.model_validate(key).model_dump(), key=secret)
+    return idem.remember(created, status_code=201, redact=frozenset({"key"}))
+
+
+@router.post(
+    "/tenants/{tenant_id}/keys/{key_id}/revoke",
+    response_model=ApiKey,
+    responses=error_responses(404),
+)
+def revoke_key(tenant_id: int, key_id: int, session: SessionDep, principal: Writer) -> ApiKey:
+    return ApiKey.model_validate(
+        service.revoke_key(session, tenant_id, key_id, actor=principal.actor)
+    )
+
+
+@router.get("/admin-tokens", response_model=list[AdminToken], responses=error_responses())
+def list_admin_tokens(session: SessionDep, _: Reader) -> list[AdminToken]:
+    return [AdminToken.model_validate(t) for t in repo.list_admin_tokens(session)]
+
+
+@router.post(
+    "/admin-tokens",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AdminTokenCreated,
+    responses=error_responses(409),
+    description="The token is in this response only; store it now.",
+)
+def create_admin_token(
+    body: AdminTokenCreate, session: SessionDep, idem: IdempotencyDep
+) -> JSONResponse:
+    token, secret = service.create_admin_token(session, body, actor=idem.principal.actor)
+    created = AdminTokenCreated(**AdminToken.model_validate(token).model_dump(), token=secret)
+    return idem.remember(created, status_code=201, redact=frozenset({"token"}))
+
+
+@router.post(
+    "/admin-tokens/{token_id}/revoke",
+    response_model=AdminToken,
+    responses=error_responses(404),
+)
+def revoke_admin_token(token_id: int, session: SessionDep, principal: Writer) -> AdminToken:
+    return AdminToken.model_validate(
+        service.revoke_admin_token(session, token_id, actor=principal.actor)
+    )

@@ -1,0 +1,194 @@
+"""Tenants and their keys. A key is shown once; only sha256 and a prefix are kept."""
+
+import secrets
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from control.api.auth import hash_secret
+from control.audit.service import record_audit
+from control.errors import Conflict, NotFound
+from control.models import AdminToken, ApiKey, Tenant, utcnow
+from control.snapshot.version import bump_snapshot_version
+from control.tenants import repository as repo
+from control.tenants.schemas import AdminTokenCreate, TenantCreate, TenantUpdate
+
+API_KEY_PREFIX = "sk-sr-"
+ADMIN_TOKEN_PREFIX = "sr-admin-"
+VISIBLE_CHARS = 12
+
+
+class TenantNotFound(NotFound):
+    code = "tenant_not_found"
+
+
+class ApiKeyNotFound(NotFound):
+    code = "api_key_not_found"
+
+
+class AdminTokenNotFound(NotFound):
+    code = "admin_token_not_found"
+
+
+class NameTaken(Conflict):
+    code = "name_taken"
+
+
+def tenant_state(t: Tenant) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "allowed_models": t.allowed_models,
+        "override_allowed": t.override_allowed,
+        "weighted_tokens_per_minute": t.weighted_tokens_per_minute,
+    }
+
+
+def get_tenant(session: Session, tenant_id: int) -> Tenant:
+    tenant = session.get(Tenant, tenant_id)
+    if tenant is None:
+        raise TenantNotFound(f"tenant {tenant_id} does not exist")
+    return tenant
+
+
+def create_tenant(session: Session, body: TenantCreate, *, actor: str) -> Tenant:
+    if repo.tenant_by_name(session, body.name) is not None:
+        raise NameTaken(f"a tenant named {body.name!r} exists", details={"param": "name"})
+    tenant = Tenant(**body.model_dump())
+    session.add(tenant)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="tenant.create",
+        entity_type="tenant",
+        entity_id=tenant.id,
+        after=tenant_state(tenant),
+    )
+    bump_snapshot_version(session)
+    return tenant
+
+
+def update_tenant(session: Session, tenant_id: int, body: TenantUpdate, *, actor: str) -> Tenant:
+    tenant = get_tenant(session, tenant_id)
+    before = tenant_state(tenant)
+    changes = body.model_dump(exclude_unset=True, exclude={"clear_quota"})
+    for field, value in changes.items():
+        if value is not None or field == "allowed_models":
+            setattr(tenant, field, value)
+    if body.clear_quota:
+        tenant.weighted_tokens_per_minute = None
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="tenant.update",
+        entity_type="tenant",
+        entity_id=tenant.id,
+        before=before,
+        after=tenant_state(tenant),
+    )
+    bump_snapshot_version(session)
+    return tenant
+
+
+def delete_tenant(session: Session, tenant_id: int, *, actor: str) -> None:
+    tenant = get_tenant(session, tenant_id)
+    before = tenant_state(tenant)
+    for key in list(tenant.keys):
+        session.delete(key)
+    session.delete(tenant)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="tenant.delete",
+        entity_type="tenant",
+        entity_id=tenant_id,
+        before=before,
+    )
+    bump_snapshot_version(session)
+
+
+def create_key(session: Session, tenant_id: int, name: str, *, actor: str) -> tuple[ApiKey, str]:
+    tenant = get_tenant(session, tenant_id)
+    secret = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(
+        tenant_id=tenant.id, name=name, prefix=secret[:VISIBLE_CHARS], key_hash=hash_secret(secret)
+    )
+    session.add(key)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="api_key.create",
+        entity_type="api_key",
+        entity_id=key.id,
+        after={"tenant_id": tenant.id, "name": name, "prefix": key.prefix},
+    )
+    bump_snapshot_version(session)
+    return key, secret
+
+
+def revoke_key(session: Session, tenant_id: int, key_id: int, *, actor: str) -> ApiKey:
+    key = repo.get_key(session, tenant_id, key_id)
+    if key is None:
+        raise ApiKeyNotFound(f"tenant {tenant_id} has no key {key_id}")
+    if key.revoked_at is not None:
+        return key
+    key.revoked_at = utcnow()
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="api_key.revoke",
+        entity_type="api_key",
+        entity_id=key.id,
+        before={"revoked": False, "prefix": key.prefix},
+        after={"revoked": True, "prefix": key.prefix},
+    )
+    bump_snapshot_version(session)
+    return key
+
+
+def create_admin_token(
+    session: Session, body: AdminTokenCreate, *, actor: str
+) -> tuple[AdminToken, str]:
+    if repo.admin_token_by_name(session, body.name) is not None:
+        raise NameTaken(f"an admin token named {body.name!r} exists", details={"param": "name"})
+    secret = ADMIN_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = AdminToken(
+        name=body.name,
+        prefix=secret[:VISIBLE_CHARS],
+        token_hash=hash_secret(secret),
+        scopes=sorted({s.value for s in body.scopes}),
+    )
+    session.add(token)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="admin_token.create",
+        entity_type="admin_token",
+        entity_id=token.id,
+        after={"name": token.name, "scopes": token.scopes, "prefix": token.prefix},
+    )
+    return token, secret
+
+
+def revoke_admin_token(session: Session, token_id: int, *, actor: str) -> AdminToken:
+    token = session.get(AdminToken, token_id)
+    if token is None:
+        raise AdminTokenNotFound(f"admin token {token_id} does not exist")
+    if token.revoked_at is None:
+        token.revoked_at = utcnow()
+        session.flush()
+        record_audit(
+            session,
+            actor=actor,
+            action="admin_token.revoke",
+            entity_type="admin_token",
+            entity_id=token.id,
+            before={"revoked": False},
+            after={"revoked": True},
+        )
+    return token

@@ -1,0 +1,1 @@
+"""Versioned threshold sets: a change is a new version of the same name."""

@@ -1,0 +1,76 @@
+"""Threshold sets are never edited: a change writes version n+1 of the same name,
+so every decision can cite exactly the thresholds it used."""
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from control.audit.service import record_audit
+from control.errors import Conflict, NotFound
+from control.models import ThresholdSet
+from control.thresholds import repository as repo
+from control.thresholds.schemas import ThresholdSetChange, ThresholdSetCreate, ThresholdValues
+
+
+class ThresholdSetNotFound(NotFound):
+    code = "threshold_set_not_found"
+
+
+class ThresholdSetNameTaken(Conflict):
+    code = "threshold_set_name_taken"
+
+
+def _values(row: ThresholdSet) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in ThresholdValues.model_fields}
+
+
+def get_set(session: Session, set_id: int) -> ThresholdSet:
+    row = repo.get_set(session, set_id)
+    if row is None:
+        raise ThresholdSetNotFound(f"threshold set {set_id} does not exist")
+    return row
+
+
+def create_set(session: Session, body: ThresholdSetCreate, *, actor: str) -> ThresholdSet:
+    if repo.latest_version(session, body.name) > 0:
+        raise ThresholdSetNameTaken(
+            f"threshold set {body.name!r} exists; change it to make a new version",
+            details={"param": "name"},
+        )
+    row = ThresholdSet(name=body.name, version=1, **body.model_dump(exclude={"name"}))
+    session.add(row)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="threshold_set.create",
+        entity_type="threshold_set",
+        entity_id=row.id,
+        after={"name": row.name, "version": 1, **_values(row)},
+    )
+    return row
+
+
+def change_set(
+    session: Session, set_id: int, body: ThresholdSetChange, *, actor: str
+) -> ThresholdSet:
+    """New version from `set_id`'s values with `body`'s changes. Rollouts keep the
+    version they reference until they are pointed at the new one."""
+    base = get_set(session, set_id)
+    values = {**_values(base), **body.model_dump(exclude_none=True)}
+    ThresholdValues.model_validate(values)
+    row = ThresholdSet(
+        name=base.name, version=repo.latest_version(session, base.name) + 1, **values
+    )
+    session.add(row)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="threshold_set.version",
+        entity_type="threshold_set",
+        entity_id=row.id,
+        before={"id": base.id, "version": base.version, **_values(base)},
+        after={"id": row.id, "version": row.version, **values},
+    )
+    return row

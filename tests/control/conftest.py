@@ -1,0 +1,126 @@
+"""Fixtures for the admin API tests: model directories and a seeded rollout setup."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+
+def write_model_dir(path: Path, *, vocab_size: int = 256, tokenizer: str = "tok-a") -> Path:
+    """A minimal model directory: what registration reads (config, tokenizer, weights)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps({"vocab_size": vocab_size, "head_dim": 32}))
+    (path / "tokenizer.json").write_text(json.dumps({"model": tokenizer}))
+    (path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
+    (path / "model.safetensors").write_bytes(path.name.encode() * 16)
+    return path
+
+
+@pytest.fixture
+def model_dirs(tmp_path: Path) -> dict[str, str]:
+    return {
+        "target": str(write_model_dir(tmp_path / "target")),
+        "draft": str(write_model_dir(tmp_path / "draft")),
+        "draft_other_vocab": str(write_model_dir(tmp_path / "draft-v", vocab_size=512)),
+        "draft_other_tokenizer": str(write_model_dir(tmp_path / "draft-t", tokenizer="tok-b")),
+    }
+
+
+THRESHOLDS: dict[str, Any] = {
+    "min_acceptance_rate": 0.3,
+    "min_mean_acceptance_length": 1.5,
+    "min_speedup": 1.1,
+    "max_kv_cache_usage": 0.9,
+    "min_samples": 100,
+    "stage_dwell_seconds": 60,
+    "guard_dwell_seconds": 30,
+    "probation_percentage": 2.0,
+    "cooldown_seconds": 300,
+}
+
+
+def created(response: Any) -> dict[str, Any]:
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+@pytest.fixture
+def seeded(
+    app_client: TestClient, admin_headers: dict[str, str], model_dirs: dict[str, str]
+) -> dict[str, Any]:
+    """Everything a rollout needs, created through the API."""
+    return seed(app_client, admin_headers, model_dirs)
+
+
+def seed(client: TestClient, headers: dict[str, str], dirs: dict[str, str]) -> dict[str, Any]:
+    pair = created(client.post("/admin/v1/pairs", json={"name": "tiny"}, headers=headers))
+    version = created(
+        client.post(
+            f"/admin/v1/pairs/{pair['id']}/versions",
+            json={
+                "method": "draft_model",
+                "target_ref": dirs["target"],
+                "draft_ref": dirs["draft"],
+                "num_speculative_tokens": 3,
+            },
+            headers=headers,
+        )
+    )
+    spec = created(
+        client.post(
+            "/admin/v1/pools",
+            json={
+                "name": "tiny-spec",
+                "served_model_name": "tiny",
+                "target_ref": dirs["target"],
+                "pair_version_id": version["id"],
+            },
+            headers=headers,
+        )
+    )
+    baseline = created(
+        client.post(
+            "/admin/v1/pools",
+            json={"name": "tiny-base", "served_model_name": "tiny", "target_ref": dirs["target"]},
+            headers=headers,
+        )
+    )
+    segment = created(
+        client.post(
+            "/admin/v1/segments",
+            json={"name": "code", "selector": {"tasks": ["code"]}, "priority": 10},
+            headers=headers,
+        )
+    )
+    thresholds = created(
+        client.post(
+            "/admin/v1/threshold-sets", json={"name": "default", **THRESHOLDS}, headers=headers
+        )
+    )
+    rollout = created(
+        client.post(
+            "/admin/v1/rollouts",
+            json={
+                "name": "code-tiny",
+                "segment_id": segment["id"],
+                "pair_version_id": version["id"],
+                "spec_pool_id": spec["id"],
+                "baseline_pool_id": baseline["id"],
+                "threshold_set_id": thresholds["id"],
+                "stages": [1, 5, 25, 100],
+            },
+            headers=headers,
+        )
+    )
+    return {
+        "pair": pair,
+        "version": version,
+        "spec_pool": spec,
+        "baseline_pool": baseline,
+        "segment": segment,
+        "thresholds": thresholds,
+        "rollout": rollout,
+    }
