@@ -1,0 +1,157 @@
+"""POST /internal/v1/workers/{id}/heartbeat: registration, updates, flips, memory beats."""
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from control.models import AuditEvent, Worker
+from control.snapshot.version import current_snapshot_version
+from tests.control.internal.factories import beat, build_world
+
+
+def _post(
+    client: TestClient, headers: dict[str, str], worker_id: str, *, pool_id: int, **fields: Any
+) -> dict[str, Any]:
+    resp = client.post(
+        f"/internal/v1/workers/{worker_id}/heartbeat",
+        content=beat(pool_id, **fields).model_dump_json(),
+        headers=headers | {"content-type": "application/json"},
+    )
+    assert resp.status_code == 200, resp.text
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+def _audit(session: Session, worker_id: str) -> list[tuple[str, Any, Any]]:
+    rows = session.scalars(
+        select(AuditEvent)
+        .where(AuditEvent.entity_type == "worker", AuditEvent.entity_id == worker_id)
+        .order_by(AuditEvent.id)
+    )
+    return [(r.action, r.before, r.after) for r in rows]
+
+
+def test_first_beat_registers_then_later_beats_update(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    world = build_world(session)
+    session.commit()
+    start = current_snapshot_version(session)
+
+    first = _post(app_client, internal_headers, "w1", pool_id=world.spec_pool.id)
+    assert first == {"worker_id": "w1", "registered": True, "snapshot_version": start + 1}
+    second = _post(
+        app_client,
+        internal_headers,
+        "w1",
+        pool_id=world.spec_pool.id,
+        kv_cache_usage=0.4,
+        running=9,
+        waiting=4,
+        engine_version="0.32.0",
+        process_memory_bytes=123456,
+        spec={"num_drafts": 10, "num_draft_tokens": 30, "num_accepted_tokens": 21},
+    )
+    assert second == {"worker_id": "w1", "registered": False, "snapshot_version": start + 1}
+
+    session.expire_all()
+    worker = session.get(Worker, "w1")
+    assert worker is not None
+    assert (worker.pool_id, worker.endpoint_url) == (world.spec_pool.id, "http://127.0.0.1:8101")
+    assert (worker.healthy, worker.draft_loaded) == (True, True)
+    assert (worker.kv_cache_usage, worker.running, worker.waiting) == (0.4, 9, 4)
+    assert (worker.engine_version, worker.process_memory_bytes) == ("0.32.0", 123456)
+    assert worker.spec_counters is not None and worker.spec_counters["num_accepted_tokens"] == 21
+    assert worker.last_heartbeat_at >= worker.first_seen_at
+    (register,) = _audit(session, "w1")
+    assert register[0] == "worker.register"
+    assert register[2] == {
+        "pool_id": world.spec_pool.id,
+        "endpoint_url": "http://127.0.0.1:8101",
+        "healthy": True,
+        "draft_loaded": True,
+    }
+
+
+def test_health_and_draft_flips_bump_the_snapshot_and_are_audited(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    world = build_world(session)
+    session.commit()
+    pool = world.spec_pool.id
+    v0 = _post(app_client, internal_headers, "w1", pool_id=pool)["snapshot_version"]
+
+    v1 = _post(app_client, internal_headers, "w1", pool_id=pool, healthy=False)["snapshot_version"]
+    v2 = _post(app_client, internal_headers, "w1", pool_id=pool, healthy=False)["snapshot_version"]
+    v3 = _post(app_client, internal_headers, "w1", pool_id=pool, healthy=True, draft_loaded=False)[
+        "snapshot_version"
+    ]
+    v4 = _post(
+        app_client,
+        internal_headers,
+        "w1",
+        pool_id=pool,
+        endpoint_url="http://10.0.0.2:8000",
+        draft_loaded=False,
+    )["snapshot_version"]
+
+    assert (v1, v2, v3, v4) == (v0 + 1, v0 + 1, v0 + 2, v0 + 3)
+    actions = _audit(session, "w1")
+    assert [a for a, _, _ in actions] == ["worker.register"] + ["worker.update"] * 3
+    assert (actions[1][1]["healthy"], actions[1][2]["healthy"]) == (True, False)
+    assert actions[2][2]["draft_loaded"] is False
+    assert actions[3][2]["endpoint_url"] == "http://10.0.0.2:8000"
+
+
+def test_high_kv_cache_beats_are_counted_against_the_rollouts_threshold(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    # The rollout using this spec pool allows 80 % KV cache; the setting (90 %) is looser.
+    world = build_world(session, max_kv_cache_usage=0.8)
+    session.commit()
+    spec, base = world.spec_pool.id, world.baseline_pool.id
+    counts = []
+    for usage in (0.85, 0.95, 0.81, 0.5, 0.9):
+        _post(app_client, internal_headers, "spec-w", pool_id=spec, kv_cache_usage=usage)
+        session.expire_all()
+        counts.append(session.get(Worker, "spec-w").high_memory_beats)  # type: ignore[union-attr]
+    assert counts == [1, 2, 3, 0, 1]
+
+    # No rollout uses the baseline pool as its spec arm: the 0.9 setting applies.
+    base_counts = []
+    for usage in (0.85, 0.95):
+        _post(app_client, internal_headers, "base-w", pool_id=base, kv_cache_usage=usage)
+        session.expire_all()
+        base_counts.append(session.get(Worker, "base-w").high_memory_beats)  # type: ignore[union-attr]
+    assert base_counts == [0, 1]
+
+
+def test_unknown_pool_is_404_and_writes_nothing(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    resp = app_client.post(
+        "/internal/v1/workers/ghost/heartbeat",
+        content=beat(pool_id=987654).model_dump_json(),
+        headers=internal_headers | {"content-type": "application/json"},
+    )
+    assert resp.status_code == 404
+    error = resp.json()["error"]
+    assert (error["type"], error["code"]) == ("not_found_error", "unknown_pool")
+    assert "987654" in error["message"]
+    assert session.get(Worker, "ghost") is None
+    assert _audit(session, "ghost") == []
+
+
+def test_invalid_heartbeat_is_422_with_field_errors(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    world = build_world(session)
+    session.commit()
+    body = beat(world.spec_pool.id).model_dump(mode="json") | {"kv_cache_usage": 1.5}
+    resp = app_client.post("/internal/v1/workers/w1/heartbeat", json=body, headers=internal_headers)
+    assert resp.status_code == 422
+    fields = [e["loc"] for e in resp.json()["error"]["field_errors"]]
+    assert ["body", "kv_cache_usage"] in fields
+    assert session.get(Worker, "w1") is None

@@ -1,0 +1,219 @@
+"""POST /internal/v1/telemetry idempotency, and the automation's window reads."""
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from control.contract import (
+    LATENCY_BUCKETS_MS,
+    Arm,
+    LatencyHistogram,
+    TelemetryAck,
+    TelemetryBatch,
+    TelemetryWindow,
+)
+from control.db import Database
+from control.models import TelemetryBatchRow, TelemetryWindowRow
+from control.telemetry.service import ingest_batch, list_windows, window_totals
+from tests.control.internal.factories import build_world
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def histogram(**bucket_counts: int) -> LatencyHistogram:
+    """`b<i>=n`: n samples in bucket i."""
+    counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+    total_ms = 0.0
+    for key, n in bucket_counts.items():
+        i = int(key[1:])
+        counts[i] = n
+        total_ms += n * LATENCY_BUCKETS_MS[min(i, len(LATENCY_BUCKETS_MS) - 1)]
+    return LatencyHistogram(counts=counts, sum_ms=total_ms)
+
+
+def window(
+    segment_id: int | None,
+    arm: Arm,
+    start: datetime,
+    *,
+    rollout_id: int | None = None,
+    pair_version_id: int | None = None,
+    requests: int = 10,
+    accepted: int = 20,
+    per_position: list[int] | None = None,
+    ttft: LatencyHistogram | None = None,
+) -> TelemetryWindow:
+    return TelemetryWindow(
+        segment_id=segment_id,
+        arm=arm,
+        pair_version_id=pair_version_id,
+        rollout_id=rollout_id,
+        window_start=start,
+        window_seconds=10,
+        requests=requests,
+        errors=1,
+        prompt_tokens=100,
+        completion_tokens=200,
+        drafts=15,
+        drafted_tokens=45,
+        accepted_tokens=accepted,
+        accepted_per_position=per_position or [10, 6, 4],
+        ttft=ttft or histogram(b20=requests),
+    )
+
+
+def test_batch_is_stored_once_and_a_replay_is_a_no_op(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    world = build_world(session)
+    session.commit()
+    pv, seg = world.pair_version.id, world.segment.id
+    batch = TelemetryBatch(
+        gateway_id="gw-a",
+        window_start=T0,
+        windows=[
+            window(seg, Arm.SPEC, T0, rollout_id=world.rollout.id, pair_version_id=pv),
+            window(seg, Arm.BASELINE, T0, rollout_id=world.rollout.id),
+            window(None, Arm.BASELINE, T0),
+        ],
+    )
+    body = batch.model_dump_json()
+    headers = internal_headers | {"content-type": "application/json"}
+
+    first = app_client.post("/internal/v1/telemetry", content=body, headers=headers)
+    replay = app_client.post("/internal/v1/telemetry", content=body, headers=headers)
+
+    assert (first.status_code, first.json()) == (200, {"stored": 3, "duplicates": 0})
+    assert (replay.status_code, replay.json()) == (200, {"stored": 0, "duplicates": 3})
+    rows = session.scalars(select(TelemetryWindowRow).order_by(TelemetryWindowRow.id)).all()
+    assert [(r.source, r.segment_id, r.arm, r.pair_version_id) for r in rows] == [
+        ("gw-a", seg, "spec", pv),
+        ("gw-a", seg, "baseline", 0),
+        ("gw-a", 0, "baseline", 0),
+    ]
+    assert rows[0].window_start == T0
+    assert rows[0].rollout_id == world.rollout.id
+    assert rows[0].histograms["ttft"]["counts"][20] == 10
+    assert session.scalar(select(func.count()).select_from(TelemetryBatchRow)) == 1
+
+
+def test_a_new_batch_repeating_a_stored_window_counts_it_as_duplicate(session: Session) -> None:
+    w = window(7, Arm.SPEC, T0, pair_version_id=3)
+    assert ingest_batch(session, TelemetryBatch(gateway_id="gw", window_start=T0, windows=[w])) == (
+        TelemetryAck(stored=1, duplicates=0)
+    )
+    later = T0 + timedelta(seconds=10)
+    mixed = TelemetryBatch(
+        gateway_id="gw",
+        window_start=later,
+        windows=[w, window(7, Arm.SPEC, later, pair_version_id=3)],
+    )
+    assert ingest_batch(session, mixed) == TelemetryAck(stored=1, duplicates=1)
+    # Another gateway's window with the same key is its own row.
+    other = TelemetryBatch(gateway_id="gw-2", window_start=T0, windows=[w])
+    assert ingest_batch(session, other) == TelemetryAck(stored=1, duplicates=0)
+
+
+def test_unknown_rollout_is_stored_without_it_and_naive_times_read_as_utc(session: Session) -> None:
+    naive = T0.replace(tzinfo=None)
+    batch = TelemetryBatch(
+        gateway_id="gw", window_start=naive, windows=[window(5, Arm.SPEC, naive, rollout_id=424242)]
+    )
+    assert ingest_batch(session, batch).stored == 1
+    row = session.scalars(select(TelemetryWindowRow)).one()
+    assert (row.rollout_id, row.segment_id, row.window_start) == (None, 5, T0)
+
+
+def test_window_reads_filter_and_sum_bucket_wise(session: Session) -> None:
+    world = build_world(session)
+    rid, pv = world.rollout.id, world.pair_version.id
+    for gw, offset, requests, per_position in (
+        ("gw-a", 0, 10, [10, 6, 4]),
+        ("gw-b", 0, 30, [20, 10]),
+        ("gw-a", 10, 5, [3, 1, 1, 1]),
+        ("gw-a", 60, 99, [9]),  # outside the range read below
+    ):
+        start = T0 + timedelta(seconds=offset)
+        ingest_batch(
+            session,
+            TelemetryBatch(
+                gateway_id=gw,
+                window_start=start,
+                windows=[
+                    window(
+                        world.segment.id,
+                        Arm.SPEC,
+                        start,
+                        rollout_id=rid,
+                        pair_version_id=pv,
+                        requests=requests,
+                        per_position=per_position,
+                        ttft=histogram(b3=requests, b60=1),
+                    ),
+                    window(world.segment.id, Arm.BASELINE, start, rollout_id=rid, requests=1),
+                ],
+            ),
+        )
+
+    end = T0 + timedelta(seconds=60)
+    spec = window_totals(session, start=T0, end=end, rollout_id=rid, arm=Arm.SPEC)
+    assert spec.windows == 3
+    assert (spec.requests, spec.errors, spec.accepted_tokens) == (45, 3, 60)
+    assert spec.accepted_per_position == (33, 17, 5, 1)
+    assert spec.ttft.counts[3] == 45 and spec.ttft.counts[60] == 3
+    assert spec.ttft.total == 48
+
+    by_segment = window_totals(
+        session, start=T0, end=end, segment_id=world.segment.id, arm=Arm.BASELINE
+    )
+    assert (by_segment.windows, by_segment.requests) == (3, 3)
+    listed = list_windows(session, start=T0, end=end, rollout_id=rid, pair_version_id=pv)
+    assert [w.window_start for w in listed] == [T0, T0, T0 + timedelta(seconds=10)]
+    assert all(w.arm is Arm.SPEC and w.segment_id == world.segment.id for w in listed)
+    empty = window_totals(session, start=end + timedelta(hours=1), end=end + timedelta(hours=2))
+    assert (empty.windows, empty.requests) == (0, 0)
+
+
+def test_concurrent_duplicate_posts_store_the_batch_exactly_once(
+    committed_database: Database,
+) -> None:
+    """Real transactions on separate connections. The first writer keeps its transaction
+    open for a moment, so the others hit the unique key while it is uncommitted."""
+    batch = TelemetryBatch(
+        gateway_id="gw-race",
+        window_start=T0,
+        windows=[window(s, Arm.SPEC, T0, pair_version_id=1) for s in (1, 2, 3, 4)],
+    )
+    threads_n = 4
+    barrier = threading.Barrier(threads_n)
+    acks: list[TelemetryAck] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def post() -> None:
+        try:
+            barrier.wait(timeout=10)
+            with committed_database.session() as s:
+                ack = ingest_batch(s, batch)
+                time.sleep(0.3)
+            with lock:
+                acks.append(ack)
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=post) for _ in range(threads_n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+
+    assert errors == []
+    assert sorted((a.stored, a.duplicates) for a in acks) == [(0, 4)] * 3 + [(4, 0)]
+    with committed_database.session() as s:
+        assert s.scalar(select(func.count()).select_from(TelemetryWindowRow)) == 4
+        assert s.scalar(select(func.count()).select_from(TelemetryBatchRow)) == 1
