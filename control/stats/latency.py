@@ -146,16 +146,23 @@ def quantile_from_counts(counts: NDArray[np.int64], q: float) -> NDArray[np.floa
     counts: [..., buckets]; returns [...] in milliseconds.
     """
     assert counts.shape[-1] == _UPPER.shape[0], counts.shape
-    c = counts.astype(np.float64)  # [..., buckets]
-    cum = np.cumsum(c, axis=-1)  # [..., buckets]
+    return _interpolated_quantile(counts, q, _LOWER, _UPPER)
+
+
+def _interpolated_quantile(
+    counts: NDArray[np.int64], q: float, lower: NDArray[np.float64], upper: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """counts: [..., k] over buckets spanning (lower[j], upper[j]]; returns [...]."""
+    c = counts.astype(np.float64)  # [..., k]
+    cum = np.cumsum(c, axis=-1)  # [..., k]
     target = q * cum[..., -1:]  # [..., 1]
     bucket = np.minimum(np.sum(cum < target, axis=-1), c.shape[-1] - 1)  # [...]
     b = bucket[..., None]
-    below = np.take_along_axis(cum, b, axis=-1)[..., 0] - np.take_along_axis(c, b, axis=-1)[..., 0]
     inside = np.take_along_axis(c, b, axis=-1)[..., 0]  # [...]
+    below = np.take_along_axis(cum, b, axis=-1)[..., 0] - inside  # [...]
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = np.where(inside > 0, (target[..., 0] - below) / inside, 0.0)
-    lo, hi = _LOWER[bucket], _UPPER[bucket]
+    lo, hi = lower[bucket], upper[bucket]
     return np.asarray(lo * (hi / lo) ** np.clip(frac, 0.0, 1.0), dtype=np.float64)
 
 
@@ -174,8 +181,8 @@ def median_speedup(
     rng = np.random.default_rng(seed)
     median_spec = float(quantile_from_counts(x, 0.5))
     median_base = float(quantile_from_counts(y, 0.5))
-    boot_spec = quantile_from_counts(_resample(rng, x, resamples), 0.5)  # [resamples]
-    boot_base = quantile_from_counts(_resample(rng, y, resamples), 0.5)  # [resamples]
+    boot_spec = _bootstrap_medians(rng, x, resamples)  # [resamples]
+    boot_base = _bootstrap_medians(rng, y, resamples)  # [resamples]
     ratios = boot_base / boot_spec  # [resamples]
     tail = (1 - confidence) / 2
     lower, upper = np.quantile(ratios, [tail, 1 - tail])
@@ -219,15 +226,14 @@ def _counts(h: NDArray[np.int64] | LatencyHistogram) -> NDArray[np.int64]:
     return c
 
 
-def _resample(
+def _bootstrap_medians(
     rng: np.random.Generator, counts: NDArray[np.int64], resamples: int
-) -> NDArray[np.int64]:
-    """Multinomial resamples of one histogram: [resamples, buckets]."""
+) -> NDArray[np.float64]:
+    """Interpolated medians of `resamples` multinomial resamples of one histogram."""
     occupied = np.flatnonzero(counts)  # [k]
     n = int(counts.sum())
-    # NOTE: drawing only over occupied buckets is the same distribution and
-    # several times faster (most of the 62 buckets are empty).
+    # NOTE: resampling over the occupied buckets only is the same distribution
+    # (empty buckets have probability 0 and never hold a quantile) and several
+    # times faster: most of the 62 buckets are empty.
     draws = rng.multinomial(n, counts[occupied] / n, size=resamples)  # [resamples, k]
-    out = np.zeros((resamples, counts.shape[0]), dtype=np.int64)
-    out[:, occupied] = draws
-    return out
+    return _interpolated_quantile(draws, 0.5, _LOWER[occupied], _UPPER[occupied])
