@@ -10,6 +10,7 @@ numbers a decision row stores as evidence (`.model_dump(mode="json")`).
 - `latency`: Mann-Whitney U with ties on histograms, median-ratio speedup CI.
 - `proportions`: one-sided error-rate comparison (z-test or Fisher exact).
 - `depth`: the speculative length with the best expected speedup.
+- `arms`: every statistic for one spec-vs-baseline comparison, as one evidence bundle.
 """
 
 from control.stats.acceptance import (
@@ -24,6 +25,7 @@ from control.stats.acceptance import (
     expected_tokens_per_pass_iid,
     wilson_interval,
 )
+from control.stats.arms import ArmComparison, compare_arms
 from control.stats.depth import DepthAdvice, DepthRow, advise_depth, cost_ratio_from_speedup
 from control.stats.errors import InconsistentCountersError, InsufficientSamplesError, StatsError
 from control.stats.latency import (
@@ -56,6 +58,7 @@ __all__ = [
     "AcceptanceCounts",
     "AcceptanceEstimate",
     "AcceptanceSource",
+    "ArmComparison",
     "DepthAdvice",
     "DepthRow",
     "InconsistentCountersError",
@@ -74,6 +77,7 @@ __all__ = [
     "advise_depth",
     "alpha_from_mean_accepted",
     "combine_windows",
+    "compare_arms",
     "compare_error_rates",
     "compare_latency",
     "cost_ratio_from_speedup",
