@@ -1,0 +1,65 @@
+"""SSE framing, the OpenAI allow-list, and reading vLLM's per-request spec metrics."""
+
+from collections.abc import AsyncIterator
+
+from gateway.proxy.sanitize import sanitize, spec_stats, usage_of
+from gateway.proxy.sse import sse_data
+
+# The final usage chunk as vLLM 0.32 emits it with --per-request-spec-decode-metrics summary.
+VLLM_USAGE_CHUNK = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "tiny",
+    "choices": [],
+    "usage": {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21},
+    "metrics": {
+        "speculative_decoding": {
+            "mean_acceptance_length": 2.0,
+            "draft_acceptance_rate": 0.5,
+            "acceptance_histogram": [1, 2, 0, 3],
+            "num_spec_steps": 6,
+            "num_accepted_draft_tokens": 11,
+            "num_draft_tokens": 18,
+            "num_spec_tokens": 3,
+        }
+    },
+    "kv_transfer_params": {"x": 1},
+    "prompt_token_ids": [1, 2, 3],
+}
+
+
+def test_allow_list_drops_engine_fields_and_keeps_usage() -> None:
+    doc = dict(VLLM_USAGE_CHUNK)
+    doc["choices"] = [
+        {"index": 0, "delta": {"content": "a"}, "stop_reason": None, "token_ids": [5]}
+    ]
+    out = sanitize(doc)
+    assert set(out) == {"id", "object", "created", "model", "choices", "usage"}
+    assert out["choices"] == [{"index": 0, "delta": {"content": "a"}}]
+    assert "usage" not in sanitize(doc, keep_usage=False)
+
+
+def test_spec_stats_per_position_from_the_acceptance_histogram() -> None:
+    stats = spec_stats(VLLM_USAGE_CHUNK)
+    assert stats is not None
+    # steps accepting >=1: 2+0+3, >=2: 0+3, >=3: 3
+    assert stats.accepted_per_position == (5, 3, 3)
+    assert (stats.drafts, stats.drafted_tokens, stats.accepted_tokens) == (6, 18, 11)
+    assert sum(stats.accepted_per_position) == stats.accepted_tokens
+    assert spec_stats({"metrics": {"speculative_decoding": {"acceptance_histogram": "x"}}}) is None
+    assert spec_stats({"choices": []}) is None
+    usage = usage_of(VLLM_USAGE_CHUNK)
+    assert usage is not None and (usage.prompt_tokens, usage.completion_tokens) == (9, 12)
+
+
+async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
+    for p in parts:
+        yield p
+
+
+async def test_sse_events_split_across_and_within_chunks() -> None:
+    stream = _chunks(b'data: {"a":', b' 1}\n\ndata: {"b": 2}\n\n: comment\n\ndata: [DO', b"NE]\n\n")
+    assert [e async for e in sse_data(stream)] == [b'{"a": 1}', b'{"b": 2}', b"[DONE]"]
+    crlf = _chunks(b"data: x\r\n\r\ndata: y")
+    assert [e async for e in sse_data(crlf)] == [b"x", b"y"]
