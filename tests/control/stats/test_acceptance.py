@@ -4,6 +4,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from control.contract import Arm, SpecCounters, TelemetryWindow
@@ -196,3 +198,28 @@ def test_counts_from_a_telemetry_window_and_an_engine_heartbeat() -> None:
         accepted_per_position=[70, 50, 30],
     )
     assert AcceptanceCounts.from_spec_counters(spec) == AcceptanceCounts.of(window)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 10_000),
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=8),
+)
+def test_measured_depth_tokens_per_pass_is_the_mean_acceptance_length(
+    drafts: int, fractions: list[float]
+) -> None:
+    # Any non-increasing per-position counters a verifier could produce.
+    per_position: list[int] = []
+    previous = drafts
+    for f in fractions:
+        previous = int(previous * f)
+        per_position.append(previous)
+    counts = AcceptanceCounts(
+        drafts, drafts * len(per_position), sum(per_position), tuple(per_position)
+    )
+    est = estimate_acceptance(counts)
+    # Telescoping: prod_{j<=i} r_j = n_i / D, so tau(K) = 1 + A / D.
+    tau = expected_tokens_per_pass(est.conditional_rates, len(per_position))
+    assert tau == pytest.approx(est.mean_acceptance_length, rel=1e-9)
+    assert est.alpha is not None and 0.0 <= est.alpha <= 1.0
+    assert est.raw_acceptance_ratio is not None and est.raw_acceptance_ratio <= est.alpha + 1e-12
