@@ -1,0 +1,64 @@
+"""GET /internal/v1/pools/{id}/spec and /pools/by-name/{name}/spec."""
+
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from control.contract import PoolSpec
+from tests.control.internal.factories import build_world
+
+
+def test_spec_pool_carries_the_speculative_config_of_its_pair_version(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    world = build_world(session)
+    session.commit()
+
+    by_id = app_client.get(
+        f"/internal/v1/pools/{world.spec_pool.id}/spec", headers=internal_headers
+    )
+    by_name = app_client.get("/internal/v1/pools/by-name/tiny-spec/spec", headers=internal_headers)
+
+    assert by_id.status_code == 200 and by_name.status_code == 200
+    assert by_id.json() == by_name.json()
+    spec = PoolSpec.model_validate(by_id.json())
+    assert (spec.id, spec.name, spec.served_model_name) == (world.spec_pool.id, "tiny-spec", "tiny")
+    assert spec.target_ref == "/models/tiny-target"
+    assert spec.engine_args == {"max-model-len": 512, "enforce-eager": True}
+    assert spec.desired_workers == 2
+    assert spec.speculative_config is not None
+    assert spec.speculative_config.to_vllm() == {
+        "method": "draft_model",
+        "model": "/models/tiny-draft",
+        "num_speculative_tokens": 3,
+        "draft_sample_method": "probabilistic",
+    }
+    assert spec.pair_version is not None
+    assert (spec.pair_version.id, spec.pair_version.label) == (
+        world.pair_version.id,
+        "tiny-code-v3",
+    )
+
+
+def test_baseline_pool_has_no_speculation(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    world = build_world(session)
+    session.commit()
+    resp = app_client.get(
+        f"/internal/v1/pools/{world.baseline_pool.id}/spec", headers=internal_headers
+    )
+    spec = PoolSpec.model_validate(resp.json())
+    assert (spec.name, spec.pair_version, spec.speculative_config) == ("tiny-base", None, None)
+    assert (spec.engine_args, spec.desired_workers) == ({}, 1)
+
+
+def test_unknown_pool_is_404_by_id_and_by_name(
+    app_client: TestClient, internal_headers: dict[str, str]
+) -> None:
+    for path in ("/internal/v1/pools/424242/spec", "/internal/v1/pools/by-name/nope/spec"):
+        resp = app_client.get(path, headers=internal_headers)
+        assert resp.status_code == 404, path
+        error = resp.json()["error"]
+        assert (error["type"], error["code"]) == ("not_found_error", "unknown_pool")
+    bad_id = app_client.get("/internal/v1/pools/abc/spec", headers=internal_headers)
+    assert bad_id.status_code == 422
