@@ -28,17 +28,20 @@ REDACTED = "<redacted: shown once at creation>"
 
 
 class IdempotentReplay(Exception):
-    """Raised before the endpoint runs; the handler renders the stored response."""
+    """Raised before the endpoint runs; the handler renders the stored response.
+
+    The record's values are copied now: the session rolls back (and expires the
+    row) before the handler runs.
+    """
 
     def __init__(self, record: IdempotencyRecord) -> None:
         super().__init__(record.key)
-        self.record = record
+        self.status_code = record.status_code
+        self.body = record.response_body
+        self.headers = {**record.response_headers, REPLAYED_HEADER: "true"}
 
     def response(self) -> JSONResponse:
-        headers = {**self.record.response_headers, REPLAYED_HEADER: "true"}
-        return JSONResponse(
-            self.record.response_body, status_code=self.record.status_code, headers=headers
-        )
+        return JSONResponse(self.body, status_code=self.status_code, headers=self.headers)
 
 
 class Idempotency:

@@ -1,0 +1,123 @@
+"""Threshold-set versions, tenants and API keys (shown once, stored hashed)."""
+
+import hashlib
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from control.models import ApiKey, AuditEvent, ThresholdSet
+from control.snapshot.version import current_snapshot_version
+from tests.control.conftest import THRESHOLDS
+
+
+def test_threshold_change_creates_a_new_version(
+    app_client: TestClient, admin_headers: dict[str, str], session: Session
+) -> None:
+    first = app_client.post(
+        "/admin/v1/threshold-sets", json={"name": "strict", **THRESHOLDS}, headers=admin_headers
+    )
+    assert first.status_code == 201
+    assert first.json()["version"] == 1
+    changed = app_client.post(
+        f"/admin/v1/threshold-sets/{first.json()['id']}/versions",
+        json={"min_speedup": 1.3},
+        headers=admin_headers,
+    )
+    assert changed.status_code == 201
+    assert (changed.json()["version"], changed.json()["min_speedup"]) == (2, 1.3)
+    assert changed.json()["min_acceptance_rate"] == THRESHOLDS["min_acceptance_rate"]
+    rows = session.scalars(
+        select(ThresholdSet).where(ThresholdSet.name == "strict").order_by(ThresholdSet.version)
+    ).all()
+    assert [(r.version, r.min_speedup) for r in rows] == [(1, 1.1), (2, 1.3)]
+    duplicate = app_client.post(
+        "/admin/v1/threshold-sets", json={"name": "strict", **THRESHOLDS}, headers=admin_headers
+    )
+    assert duplicate.status_code == 409
+    out_of_range = app_client.post(
+        f"/admin/v1/threshold-sets/{first.json()['id']}/versions",
+        json={"min_acceptance_rate": 1.5},
+        headers=admin_headers,
+    )
+    assert out_of_range.status_code == 422
+    listed = app_client.get("/admin/v1/threshold-sets?name=strict", headers=admin_headers)
+    assert [r["version"] for r in listed.json()] == [1, 2]
+    audit = session.scalars(
+        select(AuditEvent).where(AuditEvent.action == "threshold_set.version")
+    ).one()
+    assert audit.after is not None and audit.after["min_speedup"] == 1.3
+
+
+def test_tenant_keys_are_shown_once_and_stored_hashed(
+    app_client: TestClient, admin_headers: dict[str, str], session: Session
+) -> None:
+    tenant = app_client.post(
+        "/admin/v1/tenants",
+        json={"name": "acme", "override_allowed": True, "weighted_tokens_per_minute": 1000},
+        headers=admin_headers,
+    )
+    assert tenant.status_code == 201
+    tid = tenant.json()["id"]
+    before = current_snapshot_version(session)
+    created = app_client.post(
+        f"/admin/v1/tenants/{tid}/keys", json={"name": "ci"}, headers=admin_headers
+    )
+    assert created.status_code == 201
+    key: str = created.json()["key"]
+    assert key.startswith("sk-sr-")
+    assert len(key) > 40
+    row = session.scalars(select(ApiKey).where(ApiKey.tenant_id == tid)).one()
+    assert row.key_hash == hashlib.sha256(key.encode()).hexdigest()
+    assert row.prefix == key[:12]
+    assert current_snapshot_version(session) == before + 1
+    audit = session.scalars(select(AuditEvent).where(AuditEvent.action == "api_key.create")).one()
+    assert key not in str(audit.after)
+
+    listed = app_client.get(f"/admin/v1/tenants/{tid}/keys", headers=admin_headers).json()
+    assert listed == [
+        {
+            "id": row.id,
+            "tenant_id": tid,
+            "name": "ci",
+            "prefix": key[:12],
+            "created_at": listed[0]["created_at"],
+            "revoked_at": None,
+        }
+    ]
+    revoked = app_client.post(
+        f"/admin/v1/tenants/{tid}/keys/{row.id}/revoke", headers=admin_headers
+    )
+    assert revoked.status_code == 200
+    session.refresh(row)
+    assert row.revoked_at is not None
+    missing = app_client.post(f"/admin/v1/tenants/{tid}/keys/999999/revoke", headers=admin_headers)
+    assert missing.status_code == 404
+
+
+def test_tenant_update_and_delete(
+    app_client: TestClient, admin_headers: dict[str, str], session: Session
+) -> None:
+    tid = app_client.post("/admin/v1/tenants", json={"name": "beta"}, headers=admin_headers).json()[
+        "id"
+    ]
+    patched = app_client.patch(
+        f"/admin/v1/tenants/{tid}",
+        json={"allowed_models": ["tiny"], "weighted_tokens_per_minute": 50},
+        headers=admin_headers,
+    )
+    assert patched.status_code == 200
+    body: dict[str, Any] = patched.json()
+    assert (body["allowed_models"], body["weighted_tokens_per_minute"]) == (["tiny"], 50)
+    cleared = app_client.patch(
+        f"/admin/v1/tenants/{tid}", json={"clear_quota": True}, headers=admin_headers
+    )
+    assert cleared.json()["weighted_tokens_per_minute"] is None
+    assert cleared.json()["allowed_models"] == ["tiny"]
+    assert app_client.delete(f"/admin/v1/tenants/{tid}", headers=admin_headers).status_code == 204
+    assert app_client.get(f"/admin/v1/tenants/{tid}", headers=admin_headers).status_code == 404
+    actions = session.scalars(
+        select(AuditEvent.action).where(AuditEvent.entity_type == "tenant").order_by(AuditEvent.id)
+    ).all()
+    assert actions == ["tenant.create", "tenant.update", "tenant.update", "tenant.delete"]
