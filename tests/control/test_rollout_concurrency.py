@@ -1,0 +1,112 @@
+"""Two writers (admin and automation) flip the same rollout at the same time on a
+committed database: exactly one wins, the other gets 412, nothing is lost."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from control.db import Database
+from control.errors import PreconditionFailed
+from control.models import AuditEvent, Decision, Rollout
+from control.rollouts.service import get_rollout, transition_rollout
+from control.rollouts.state_machine import RolloutAction
+from tests.control.conftest import seed
+
+
+@pytest.fixture
+def started_rollout(
+    committed_app_client: TestClient, admin_headers: dict[str, str], model_dirs: dict[str, str]
+) -> int:
+    seeded = seed(committed_app_client, admin_headers, model_dirs)
+    rid: int = seeded["rollout"]["id"]
+    started = committed_app_client.post(f"/admin/v1/rollouts/{rid}/start", headers=admin_headers)
+    assert started.status_code == 200
+    assert started.headers["ETag"] == '"2"'
+    return rid
+
+
+def _assert_one_flip(database: Database, rid: int) -> str:
+    with database.session() as s:
+        rollout = s.get(Rollout, rid)
+        assert rollout is not None
+        assert rollout.version == 3
+        decisions = s.scalars(
+            select(Decision).where(Decision.rollout_id == rid).order_by(Decision.id)
+        ).all()
+        assert [d.rollout_version for d in decisions] == [2, 3]
+        flips = s.scalar(
+            select(func.count())
+            .select_from(AuditEvent)
+            .where(AuditEvent.entity_type == "rollout", AuditEvent.action != "rollout.create")
+        )
+        assert flips == 2
+        assert decisions[-1].to_state == rollout.state
+        return rollout.state
+
+
+def test_service_level_race_on_the_compare_and_set(
+    committed_database: Database, started_rollout: int
+) -> None:
+    rid = started_rollout
+    barrier = threading.Barrier(2, timeout=30)
+
+    def flip(action: RolloutAction, actor: str) -> str:
+        with committed_database.session() as s:
+            # Both read version 2 before either writes: the race is on the UPDATE itself.
+            assert get_rollout(s, rid).version == 2
+            s.commit()
+            barrier.wait()
+            try:
+                transition_rollout(
+                    s,
+                    rid,
+                    action,
+                    expected_version=None,
+                    actor=actor,
+                    reason=None,
+                    evidence={"by": actor},
+                    task_id=None,
+                    kind=None,
+                )
+            except PreconditionFailed:
+                return "412"
+            return "ok"
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        admin = pool.submit(flip, RolloutAction.PAUSE, "admin:bootstrap")
+        automation = pool.submit(flip, RolloutAction.PROMOTE, "automation")
+        results = sorted([admin.result(timeout=60), automation.result(timeout=60)])
+    assert results == ["412", "ok"]
+    assert _assert_one_flip(committed_database, rid) in ("paused", "ramping")
+
+
+def test_http_level_race_with_if_match(
+    committed_database: Database,
+    committed_app_client: TestClient,
+    started_rollout: int,
+    admin_headers: dict[str, str],
+) -> None:
+    rid = started_rollout
+    app = committed_app_client.app
+    assert isinstance(app, FastAPI)
+    barrier = threading.Barrier(2, timeout=30)
+
+    def flip(action: str) -> int:
+        # NOTE: a TestClient per thread: each runs its own event loop.
+        with TestClient(app, raise_server_exceptions=False) as client:
+            barrier.wait()
+            response = client.post(
+                f"/admin/v1/rollouts/{rid}/{action}",
+                headers={**admin_headers, "If-Match": '"2"'},
+            )
+            return response.status_code
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        statuses: list[Any] = sorted(pool.map(flip, ["pause", "disable"]))
+    assert statuses == [200, 412]
+    assert _assert_one_flip(committed_database, rid) in ("paused", "disabled")
