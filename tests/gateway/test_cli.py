@@ -1,0 +1,55 @@
+"""`specroute gateway serve` starts a real server configured only by environment."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
+from tests.gateway.server import free_port
+
+
+def test_serve_command_answers_ready_and_models(tmp_path: Path) -> None:
+    path = write_snapshot(
+        tmp_path / "s.json", make_snapshot(spec_urls=[], baseline_urls=[], version=3)
+    )
+    port = free_port()
+    env = os.environ | {
+        "SPECROUTE_GATEWAY_SNAPSHOT_FILE": str(path),
+        "SPECROUTE_GATEWAY_GATEWAY_ID": "cli-test",
+    }
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "specroute"),
+            "gateway",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1.0)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+                assert time.monotonic() < deadline, "gateway CLI did not come up"
+                time.sleep(0.1)
+        assert ready.status_code == 200 and ready.json()["snapshot_version"] == 3
+        models = httpx.get(
+            f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": f"Bearer {TENANT_KEY}"}
+        )
+        assert [m["id"] for m in models.json()["data"]] == ["tiny"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
