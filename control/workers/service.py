@@ -83,31 +83,27 @@ def record_heartbeat(
     worker.last_heartbeat_at = now
     after = _routing_view(worker)
 
-    if registered:
-        record_audit(
-            session,
-            actor=actor,
-            action="worker.register",
-            entity_type="worker",
-            entity_id=worker_id,
-            after=after,
-        )
-    elif before != after:
-        record_audit(
-            session,
-            actor=actor,
-            action="worker.update",
-            entity_type="worker",
-            entity_id=worker_id,
-            before=before,
-            after=after,
-            reason=_change_reason(before, after),
-        )
-    if registered or before != after:
-        version = bump_snapshot_version(session)
-    else:
+    if not registered and before == after:
         session.flush()
-        version = current_snapshot_version(session)
+        return HeartbeatAck(
+            worker_id=worker_id,
+            registered=False,
+            snapshot_version=current_snapshot_version(session),
+        )
+    event = record_audit(
+        session,
+        actor=actor,
+        action="worker.register" if registered else "worker.update",
+        entity_type="worker",
+        entity_id=worker_id,
+        before=before,
+        after=after,
+        reason=None if registered else _change_reason(before, after),
+    )
+    # NOTE: audit times follow the clock of last_heartbeat_at, so the draft-outage
+    # timing the automation derives from this trail holds under an injected `now`.
+    event.created_at = now
+    version = bump_snapshot_version(session)
     return HeartbeatAck(worker_id=worker_id, registered=registered, snapshot_version=version)
 
 
@@ -133,7 +129,7 @@ def sweep_stale_workers(
     if not flipped:
         return []
     for worker_id in flipped:
-        record_audit(
+        event = record_audit(
             session,
             actor="system:staleness",
             action="worker.stale",
@@ -143,6 +139,7 @@ def sweep_stale_workers(
             after={"healthy": False},
             reason=f"no heartbeat for more than {stale_after.total_seconds():g} s",
         )
+        event.created_at = now
     bump_snapshot_version(session)
     log.info("marked %d stale worker(s) unhealthy: %s", len(flipped), ", ".join(flipped))
     return flipped

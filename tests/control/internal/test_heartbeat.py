@@ -1,5 +1,6 @@
 """POST /internal/v1/workers/{id}/heartbeat: registration, updates, flips, memory beats."""
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -8,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from control.models import AuditEvent, Worker
 from control.snapshot.version import current_snapshot_version
+from control.workers.service import record_heartbeat, sweep_stale_workers
 from tests.control.internal.factories import beat, build_world
 
 
@@ -155,3 +157,27 @@ def test_invalid_heartbeat_is_422_with_field_errors(
     fields = [e["loc"] for e in resp.json()["error"]["field_errors"]]
     assert ["body", "kv_cache_usage"] in fields
     assert session.get(Worker, "w1") is None
+
+
+def test_injected_clock_sets_beat_and_audit_times_and_drives_the_sweep(session: Session) -> None:
+    world = build_world(session)
+    t0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    ack = record_heartbeat(
+        session, "w1", beat(world.spec_pool.id), default_kv_cache_limit=0.9, now=t0
+    )
+    worker = session.get(Worker, "w1")
+    assert worker is not None and worker.last_heartbeat_at == t0
+    register = session.scalars(select(AuditEvent).where(AuditEvent.entity_id == "w1")).one()
+    assert register.created_at == t0
+
+    stale_after = timedelta(seconds=15)
+    assert sweep_stale_workers(session, stale_after=stale_after, now=t0 + stale_after) == []
+    later = t0 + stale_after + timedelta(seconds=1)
+    assert sweep_stale_workers(session, stale_after=stale_after, now=later) == ["w1"]
+    assert current_snapshot_version(session) == ack.snapshot_version + 1
+    assert worker.healthy is False
+    stale = session.scalars(select(AuditEvent).where(AuditEvent.action == "worker.stale")).one()
+    assert (stale.entity_id, stale.created_at) == ("w1", later)
+    # Already unhealthy: a second sweep neither flips nor bumps.
+    assert sweep_stale_workers(session, stale_after=stale_after, now=later) == []
+    assert current_snapshot_version(session) == ack.snapshot_version + 1
