@@ -8,6 +8,8 @@ from sqlalchemy.orm import Session
 
 from control.contract import PolicySnapshot, QuotaWeights, RequestFeatures, RolloutState
 from control.models import AuditEvent, Worker
+from control.rollouts.service import transition_rollout
+from control.rollouts.state_machine import RolloutAction
 from control.snapshot.service import SnapshotService
 from control.snapshot.version import bump_snapshot_version, current_snapshot_version
 from tests.control.internal.factories import beat, build_world
@@ -205,3 +207,34 @@ def test_internal_routes_need_the_internal_token(
     assert posted.status_code == 401
     spec = app_client.get("/internal/v1/pools/1/spec")
     assert spec.status_code == 401
+
+
+def test_a_rollout_flip_reaches_the_next_poll(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    """The automation's and the admin's flips go through transition_rollout; a gateway
+    holding the previous ETag gets the new state on its next poll."""
+    world = build_world(session)
+    session.commit()
+    before = app_client.get(URL, headers=internal_headers)
+
+    transition_rollout(
+        session,
+        world.rollout.id,
+        RolloutAction.DISABLE,
+        expected_version=4,
+        actor="automation:test",
+        reason="acceptance below threshold",
+        evidence={"acceptance_rate": 0.1},
+        task_id="task-1",
+        kind="auto_disable",
+    )
+    session.commit()
+    after = app_client.get(
+        URL, headers=internal_headers | {"If-None-Match": before.headers["etag"]}
+    )
+
+    assert after.status_code == 200
+    (rollout,) = PolicySnapshot.model_validate_json(after.content).rollouts
+    assert (rollout.state, rollout.percentage, rollout.version) == (RolloutState.DISABLED, 0.0, 5)
+    assert not rollout.exposing
