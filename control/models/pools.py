@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, String
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from control.models.base import Base, utcnow
@@ -45,8 +45,9 @@ class Worker(Base):
     running: Mapped[int] = mapped_column(default=0)
     waiting: Mapped[int] = mapped_column(default=0)
     spec_counters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    process_memory_bytes: Mapped[int] = mapped_column(default=0)
-    gpu_memory_bytes: Mapped[int | None]
+    # NOTE: 64-bit: a vLLM server's resident memory is well above 2 GiB.
+    process_memory_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     engine_version: Mapped[str | None] = mapped_column(String(50))
     # Consecutive heartbeats with KV-cache usage above the pool's threshold (memory guard).
     high_memory_beats: Mapped[int] = mapped_column(default=0)

@@ -181,3 +181,24 @@ def test_injected_clock_sets_beat_and_audit_times_and_drives_the_sweep(session: 
     # Already unhealthy: a second sweep neither flips nor bumps.
     assert sweep_stale_workers(session, stale_after=stale_after, now=later) == []
     assert current_snapshot_version(session) == ack.snapshot_version + 1
+
+
+def test_real_engine_memory_sizes_are_stored(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    """A vLLM server's memory is above 2 GiB: on PostgreSQL a 32-bit column made every
+    real heartbeat fail."""
+    world = build_world(session)
+    session.commit()
+    _post(
+        app_client,
+        internal_headers,
+        "w-big",
+        pool_id=world.spec_pool.id,
+        process_memory_bytes=6 * 2**30,
+        gpu_memory_bytes=141 * 10**9,
+    )
+    session.expire_all()
+    worker = session.get(Worker, "w-big")
+    assert worker is not None
+    assert (worker.process_memory_bytes, worker.gpu_memory_bytes) == (6 * 2**30, 141 * 10**9)
