@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from control.api.errors import ControlErrorBody, ControlErrorDetail, FieldError
@@ -113,6 +113,17 @@ async def _integrity_error(_request: Request, exc: Exception) -> JSONResponse:
     return render(409, f"conflicts with existing data: {detail}", "conflict_error", "integrity")
 
 
+async def _data_error(_request: Request, exc: Exception) -> JSONResponse:
+    # NOTE: a value the column cannot hold (NUL in PostgreSQL text, an integer
+    # beyond SQLite's 64 bits) is the caller's mistake, not ours.
+    return render(
+        422,
+        "a value cannot be stored (out of range or invalid bytes)",
+        "invalid_request_error",
+        "invalid_value",
+    )
+
+
 async def _database_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DBAPIError)
     if _is_connect_failure(exc):
@@ -141,5 +152,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(IntegrityError, _integrity_error)
+    app.add_exception_handler(DataError, _data_error)
+    app.add_exception_handler(OverflowError, _data_error)
     app.add_exception_handler(DBAPIError, _database_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -6,6 +6,7 @@ from fastapi.responses import PlainTextResponse
 from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
+from control.api.ids import MAX_ID, IdPath
 from control.api.pagination import Cursor, Limit, Page, cursor_id
 from control.decisions import repository as repo
 from control.decisions.schemas import Decision
@@ -23,7 +24,7 @@ class DecisionNotFound(NotFound):
 def list_decisions(
     session: SessionDep,
     _: Reader,
-    rollout_id: int | None = Query(default=None),
+    rollout_id: int | None = Query(default=None, ge=1, le=MAX_ID),
     kind: str | None = Query(default=None, max_length=32),
     actor: str | None = Query(default=None, max_length=200),
     task_id: str | None = Query(default=None, max_length=200),
@@ -51,7 +52,7 @@ def _get(session: SessionDep, decision_id: int) -> DecisionRow:
 
 
 @router.get("/{decision_id}", response_model=Decision, responses=error_responses(404))
-def get_decision(decision_id: int, session: SessionDep, _: Reader) -> Decision:
+def get_decision(decision_id: IdPath, session: SessionDep, _: Reader) -> Decision:
     return Decision.of(_get(session, decision_id))
 
 
@@ -63,7 +64,7 @@ def get_decision(decision_id: int, session: SessionDep, _: Reader) -> Decision:
         **error_responses(404),
     },
 )
-def get_record(decision_id: int, session: SessionDep, _: Reader) -> PlainTextResponse:
+def get_record(decision_id: IdPath, session: SessionDep, _: Reader) -> PlainTextResponse:
     row = _get(session, decision_id)
     if row.record_markdown is None:
         raise DecisionNotFound(

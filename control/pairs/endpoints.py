@@ -7,6 +7,7 @@ from control.api.auth import Reader, Writer
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.idempotency import IdempotencyDep
+from control.api.ids import IdPath
 from control.pairs import repository as repo
 from control.pairs import service
 from control.pairs.schemas import Pair, PairCreate, PairUpdate, PairVersion, PairVersionCreate
@@ -33,25 +34,25 @@ def create_pair(
 
 
 @router.get("/{pair_id}", response_model=Pair, responses=error_responses(404))
-def get_pair(pair_id: int, session: SessionDep, _: Reader) -> Pair:
+def get_pair(pair_id: IdPath, session: SessionDep, _: Reader) -> Pair:
     return Pair.model_validate(service.get_pair(session, pair_id))
 
 
 @router.patch("/{pair_id}", response_model=Pair, responses=error_responses(404))
-def update_pair(pair_id: int, body: PairUpdate, session: SessionDep, principal: Writer) -> Pair:
+def update_pair(pair_id: IdPath, body: PairUpdate, session: SessionDep, principal: Writer) -> Pair:
     return Pair.model_validate(service.update_pair(session, pair_id, body, actor=principal.actor))
 
 
 @router.delete(
     "/{pair_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 409)
 )
-def delete_pair(pair_id: int, session: SessionDep, principal: Writer) -> Response:
+def delete_pair(pair_id: IdPath, session: SessionDep, principal: Writer) -> Response:
     service.delete_pair(session, pair_id, actor=principal.actor)
     return Response(status_code=204)
 
 
 @router.get("/{pair_id}/versions", response_model=list[PairVersion], responses=error_responses(404))
-def list_versions(pair_id: int, session: SessionDep, _: Reader) -> list[PairVersion]:
+def list_versions(pair_id: IdPath, session: SessionDep, _: Reader) -> list[PairVersion]:
     return [PairVersion.model_validate(v) for v in service.get_pair(session, pair_id).versions]
 
 
@@ -63,7 +64,7 @@ def list_versions(pair_id: int, session: SessionDep, _: Reader) -> list[PairVers
     description="Validates the artifacts; an incompatible pair is 422 naming the mismatch.",
 )
 def register_version(
-    pair_id: int,
+    pair_id: IdPath,
     body: PairVersionCreate,
     session: SessionDep,
     principal: Writer,
@@ -78,7 +79,7 @@ def register_version(
     response_model=PairVersion,
     responses=error_responses(404),
 )
-def get_version(pair_id: int, version_id: int, session: SessionDep, _: Reader) -> PairVersion:
+def get_version(pair_id: IdPath, version_id: IdPath, session: SessionDep, _: Reader) -> PairVersion:
     return PairVersion.model_validate(service.get_version(session, pair_id, version_id))
 
 
@@ -88,8 +89,8 @@ def get_version(pair_id: int, version_id: int, session: SessionDep, _: Reader) -
     responses=error_responses(404, 409),
 )
 def retire_version(
-    pair_id: int,
-    version_id: int,
+    pair_id: IdPath,
+    version_id: IdPath,
     session: SessionDep,
     principal: Writer,
     reason: str | None = Body(default=None, embed=True, max_length=1000),

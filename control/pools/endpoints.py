@@ -7,6 +7,7 @@ from control.api.auth import Reader, Writer
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.idempotency import IdempotencyDep
+from control.api.ids import IdPath
 from control.pools import repository as repo
 from control.pools import service
 from control.pools.schemas import Pool, PoolCreate, PoolUpdate
@@ -30,18 +31,18 @@ def create_pool(
 
 
 @router.get("/{pool_id}", response_model=Pool, responses=error_responses(404))
-def get_pool(pool_id: int, session: SessionDep, _: Reader) -> Pool:
+def get_pool(pool_id: IdPath, session: SessionDep, _: Reader) -> Pool:
     return Pool.model_validate(service.get_pool(session, pool_id))
 
 
 @router.patch("/{pool_id}", response_model=Pool, responses=error_responses(404))
-def update_pool(pool_id: int, body: PoolUpdate, session: SessionDep, principal: Writer) -> Pool:
+def update_pool(pool_id: IdPath, body: PoolUpdate, session: SessionDep, principal: Writer) -> Pool:
     return Pool.model_validate(service.update_pool(session, pool_id, body, actor=principal.actor))
 
 
 @router.delete(
     "/{pool_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 409)
 )
-def delete_pool(pool_id: int, session: SessionDep, principal: Writer) -> Response:
+def delete_pool(pool_id: IdPath, session: SessionDep, principal: Writer) -> Response:
     service.delete_pool(session, pool_id, actor=principal.actor)
     return Response(status_code=204)

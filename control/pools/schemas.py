@@ -5,6 +5,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from control.api.ids import DbId
+
 
 class PoolCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -12,7 +14,7 @@ class PoolCreate(BaseModel):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     served_model_name: str = Field(min_length=1, max_length=200)
     target_ref: str = Field(min_length=1, max_length=1000)
-    pair_version_id: int | None = Field(default=None, description="None: a baseline pool.")
+    pair_version_id: DbId | None = Field(default=None, description="None: a baseline pool.")
     engine_args: dict[str, Any] = Field(default_factory=dict)
     desired_workers: int = Field(default=1, ge=0, le=1000)
 

@@ -10,6 +10,7 @@ from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.etag import etag, if_match, required_if_match, set_etag
 from control.api.idempotency import IdempotencyDep
+from control.api.ids import MAX_ID, IdPath
 from control.contract import RolloutState
 from control.rollouts import repository as repo
 from control.rollouts import service
@@ -24,7 +25,7 @@ def list_rollouts(
     session: SessionDep,
     _: Reader,
     state: RolloutState | None = Query(default=None),
-    segment_id: int | None = Query(default=None),
+    segment_id: int | None = Query(default=None, ge=1, le=MAX_ID),
 ) -> list[Rollout]:
     rows = repo.list_rollouts(session, state=state.value if state else None, segment_id=segment_id)
     return [Rollout.of(r) for r in rows]
@@ -41,7 +42,7 @@ def create_rollout(body: RolloutCreate, session: SessionDep, idem: IdempotencyDe
 
 
 @router.get("/{rollout_id}", response_model=Rollout, responses=error_responses(404))
-def get_rollout(rollout_id: int, session: SessionDep, _: Reader, response: Response) -> Rollout:
+def get_rollout(rollout_id: IdPath, session: SessionDep, _: Reader, response: Response) -> Rollout:
     rollout = service.get_rollout(session, rollout_id)
     set_etag(response, rollout.version)
     return Rollout.of(rollout)
@@ -49,7 +50,7 @@ def get_rollout(rollout_id: int, session: SessionDep, _: Reader, response: Respo
 
 @router.patch("/{rollout_id}", response_model=Rollout, responses=error_responses(404, 412, 428))
 def update_rollout(
-    rollout_id: int,
+    rollout_id: IdPath,
     body: RolloutUpdate,
     session: SessionDep,
     principal: Writer,
@@ -69,7 +70,7 @@ def update_rollout(
     responses=error_responses(404, 409, 412),
 )
 def delete_rollout(
-    rollout_id: int,
+    rollout_id: IdPath,
     session: SessionDep,
     principal: Writer,
     expected: Annotated[int | None, Depends(if_match)],
@@ -89,7 +90,7 @@ def delete_rollout(
     ),
 )
 def act_on_rollout(
-    rollout_id: int,
+    rollout_id: IdPath,
     action: RolloutAction,
     session: SessionDep,
     principal: Writer,

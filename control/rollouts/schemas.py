@@ -5,6 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from control.api.ids import DbId
 from control.contract import RolloutState
 from control.rollouts.state_machine import RolloutAction
 
@@ -21,11 +22,11 @@ class RolloutCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    segment_id: int
-    pair_version_id: int
-    spec_pool_id: int
-    baseline_pool_id: int
-    threshold_set_id: int
+    segment_id: DbId
+    pair_version_id: DbId
+    spec_pool_id: DbId
+    baseline_pool_id: DbId
+    threshold_set_id: DbId
     stages: list[float] = Field(default=[1.0, 5.0, 25.0, 50.0, 100.0], min_length=1, max_length=20)
 
     _stages = field_validator("stages")(_check_stages)
@@ -35,7 +36,7 @@ class RolloutUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     stages: list[float] | None = Field(default=None, min_length=1, max_length=20)
-    threshold_set_id: int | None = None
+    threshold_set_id: DbId | None = None
 
     @field_validator("stages")
     @classmethod
@@ -54,11 +55,11 @@ class Rollout(BaseModel):
 
     id: int
     name: str
-    segment_id: int
-    pair_version_id: int
-    spec_pool_id: int
-    baseline_pool_id: int
-    threshold_set_id: int
+    segment_id: DbId
+    pair_version_id: DbId
+    spec_pool_id: DbId
+    baseline_pool_id: DbId
+    threshold_set_id: DbId
     stages: list[float]
     state: RolloutState
     paused_from: RolloutState | None

@@ -10,6 +10,7 @@ from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.etag import etag, if_match, required_if_match, set_etag
 from control.api.idempotency import IdempotencyDep
+from control.api.ids import IdPath
 from control.segments import repository as repo
 from control.segments import service
 from control.segments.schemas import Segment, SegmentCreate, SegmentUpdate
@@ -35,7 +36,7 @@ def create_segment(
 
 
 @router.get("/{segment_id}", response_model=Segment, responses=error_responses(404))
-def get_segment(segment_id: int, session: SessionDep, _: Reader, response: Response) -> Segment:
+def get_segment(segment_id: IdPath, session: SessionDep, _: Reader, response: Response) -> Segment:
     segment = service.get_segment(session, segment_id)
     set_etag(response, segment.version)
     return Segment.model_validate(segment)
@@ -45,7 +46,7 @@ def get_segment(segment_id: int, session: SessionDep, _: Reader, response: Respo
     "/{segment_id}", response_model=Segment, responses=error_responses(404, 409, 412, 428)
 )
 def update_segment(
-    segment_id: int,
+    segment_id: IdPath,
     body: SegmentUpdate,
     session: SessionDep,
     principal: Writer,
@@ -65,7 +66,7 @@ def update_segment(
     responses=error_responses(404, 409, 412),
 )
 def delete_segment(
-    segment_id: int,
+    segment_id: IdPath,
     session: SessionDep,
     principal: Writer,
     expected: Annotated[int | None, Depends(if_match)],

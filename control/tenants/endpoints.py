@@ -7,6 +7,7 @@ from control.api.auth import Reader, Writer
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.idempotency import IdempotencyDep
+from control.api.ids import IdPath
 from control.tenants import repository as repo
 from control.tenants import service
 from control.tenants.schemas import (
@@ -41,13 +42,13 @@ def create_tenant(body: TenantCreate, session: SessionDep, idem: IdempotencyDep)
 
 
 @router.get("/tenants/{tenant_id}", response_model=Tenant, responses=error_responses(404))
-def get_tenant(tenant_id: int, session: SessionDep, _: Reader) -> Tenant:
+def get_tenant(tenant_id: IdPath, session: SessionDep, _: Reader) -> Tenant:
     return Tenant.model_validate(service.get_tenant(session, tenant_id))
 
 
 @router.patch("/tenants/{tenant_id}", response_model=Tenant, responses=error_responses(404))
 def update_tenant(
-    tenant_id: int, body: TenantUpdate, session: SessionDep, principal: Writer
+    tenant_id: IdPath, body: TenantUpdate, session: SessionDep, principal: Writer
 ) -> Tenant:
     tenant = service.update_tenant(session, tenant_id, body, actor=principal.actor)
     return Tenant.model_validate(tenant)
@@ -58,7 +59,7 @@ def update_tenant(
     status_code=status.HTTP_204_NO_CONTENT,
     responses=error_responses(404),
 )
-def delete_tenant(tenant_id: int, session: SessionDep, principal: Writer) -> Response:
+def delete_tenant(tenant_id: IdPath, session: SessionDep, principal: Writer) -> Response:
     service.delete_tenant(session, tenant_id, actor=principal.actor)
     return Response(status_code=204)
 
@@ -66,7 +67,7 @@ def delete_tenant(tenant_id: int, session: SessionDep, principal: Writer) -> Res
 @router.get(
     "/tenants/{tenant_id}/keys", response_model=list[ApiKey], responses=error_responses(404)
 )
-def list_keys(tenant_id: int, session: SessionDep, _: Reader) -> list[ApiKey]:
+def list_keys(tenant_id: IdPath, session: SessionDep, _: Reader) -> list[ApiKey]:
     return [ApiKey.model_validate(k) for k in service.get_tenant(session, tenant_id).keys]
 
 
@@ -78,7 +79,7 @@ def list_keys(tenant_id: int, session: SessionDep, _: Reader) -> list[ApiKey]:
     description="The key is in this response only; store it now.",
 )
 def create_key(
-    tenant_id: int, body: ApiKeyCreate, session: SessionDep, idem: IdempotencyDep
+    tenant_id: IdPath, body: ApiKeyCreate, session: SessionDep, idem: IdempotencyDep
 ) -> JSONResponse:
     key, secret = service.create_key(session, tenant_id, body.name, actor=idem.principal.actor)
     created = ApiKeyCreated(**ApiKey.model_validate(key).model_dump(), key=secret)
@@ -90,7 +91,7 @@ def create_key(
     response_model=ApiKey,
     responses=error_responses(404),
 )
-def revoke_key(tenant_id: int, key_id: int, session: SessionDep, principal: Writer) -> ApiKey:
+def revoke_key(tenant_id: IdPath, key_id: IdPath, session: SessionDep, principal: Writer) -> ApiKey:
     return ApiKey.model_validate(
         service.revoke_key(session, tenant_id, key_id, actor=principal.actor)
     )
@@ -121,7 +122,7 @@ def create_admin_token(
     response_model=AdminToken,
     responses=error_responses(404),
 )
-def revoke_admin_token(token_id: int, session: SessionDep, principal: Writer) -> AdminToken:
+def revoke_admin_token(token_id: IdPath, session: SessionDep, principal: Writer) -> AdminToken:
     return AdminToken.model_validate(
         service.revoke_admin_token(session, token_id, actor=principal.actor)
     )

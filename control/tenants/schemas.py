@@ -15,7 +15,7 @@ class TenantCreate(BaseModel):
     name: str = Name
     allowed_models: list[str] | None = Field(default=None, description="None: every model.")
     override_allowed: bool = False
-    weighted_tokens_per_minute: int | None = Field(default=None, ge=1, le=10**12)
+    weighted_tokens_per_minute: int | None = Field(default=None, ge=1, le=2_000_000_000)
 
 
 class TenantUpdate(BaseModel):
@@ -23,7 +23,7 @@ class TenantUpdate(BaseModel):
 
     allowed_models: list[str] | None = None
     override_allowed: bool | None = None
-    weighted_tokens_per_minute: int | None = Field(default=None, ge=1, le=10**12)
+    weighted_tokens_per_minute: int | None = Field(default=None, ge=1, le=2_000_000_000)
     clear_quota: bool = Field(default=False, description="Remove the token quota.")
 
 

@@ -7,6 +7,7 @@ from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.idempotency import IdempotencyDep
+from control.api.ids import IdPath
 from control.thresholds import repository as repo
 from control.thresholds import service
 from control.thresholds.schemas import ThresholdSet, ThresholdSetChange, ThresholdSetCreate
@@ -33,7 +34,7 @@ def create_set(body: ThresholdSetCreate, session: SessionDep, idem: IdempotencyD
 
 
 @router.get("/{set_id}", response_model=ThresholdSet, responses=error_responses(404))
-def get_set(set_id: int, session: SessionDep, _: Reader) -> ThresholdSet:
+def get_set(set_id: IdPath, session: SessionDep, _: Reader) -> ThresholdSet:
     return ThresholdSet.model_validate(service.get_set(session, set_id))
 
 
@@ -45,7 +46,7 @@ def get_set(set_id: int, session: SessionDep, _: Reader) -> ThresholdSet:
     description="A change never edits a set: it creates the next version of the same name.",
 )
 def change_set(
-    set_id: int, body: ThresholdSetChange, session: SessionDep, idem: IdempotencyDep
+    set_id: IdPath, body: ThresholdSetChange, session: SessionDep, idem: IdempotencyDep
 ) -> JSONResponse:
     row = service.change_set(session, set_id, body, actor=idem.principal.actor)
     return idem.remember(ThresholdSet.model_validate(row), status_code=201)
