@@ -155,14 +155,17 @@ def decide(inp: DecisionInput) -> Decision:
             arm, reason = Arm.BASELINE, R.INCOMPATIBLE_PARAMETER
         elif spec_pool is not None:
             arm, reason = Arm.SPEC, R.OVERRIDE_HEADER
-    if inp.snapshot_age_s > snap.ttl_seconds:
+    stale = inp.snapshot_age_s > snap.ttl_seconds
+    if stale:
         arm, reason = Arm.BASELINE, R.SNAPSHOT_STALE
 
     primary = spec_pool if arm is Arm.SPEC else baseline_pool
     other = baseline_pool if arm is Arm.SPEC else spec_pool
     # NOTE: a request with parameters the spec pool cannot serve losslessly never
     # lands there, not even as a fallback.
-    if other is spec_pool and incompatible is not None:
+    # Nor does anything while the snapshot is stale: the spec pool may have been
+    # disabled since (memory pressure, draft gone) and we would not know.
+    if other is spec_pool and (incompatible is not None or stale):
         other = None
     decision = Decision(
         arm=arm,

@@ -90,7 +90,9 @@ async def open_upstream(
             except TimeoutError as exc:
                 lease.breaker.release_trial()
                 lease.release()
-                raise UpstreamTimeout("The engine did not answer in time") from exc
+                raise _tagged(
+                    UpstreamTimeout("The engine did not answer in time"), current
+                ) from exc
             except BaseException:
                 lease.breaker.release_trial()
                 lease.release()
@@ -108,10 +110,17 @@ async def open_upstream(
                 # The engine is fine; the request is not. Neither a fault nor a retry.
                 lease.breaker.record_success()
                 lease.release()
-                raise error
+                raise _tagged(error, current)
             lease.breaker.record_failure()
             lease.release()
             log.warning("engine %s answered %d", lease.worker.id, response.status_code)
             last_error = error
+        last_error = _tagged(last_error, current)
         current = current.fall_back() if current.fallback is not None else None
     raise last_error
+
+
+def _tagged(error: GatewayError, decision: Decision) -> GatewayError:
+    """The error response names the decision in effect when it happened (after any fallback)."""
+    error.headers["x-specroute-decision"] = decision.header()
+    return error

@@ -176,9 +176,8 @@ def test_both_pools_down_is_503_with_decision_header_and_opens_breakers(
         assert resp.status_code == 503, resp.text
         assert _error(resp)["code"] == "engine_unreachable"
         assert resp.headers["x-request-id"] == "req-dead-1"
-        assert resp.headers["x-specroute-decision"] == (
-            "arm=spec; pair=tiny-v3; k=3; reason=rollout_full"
-        )
+        # The spec pool was tried first, then the baseline pool as the fallback.
+        assert resp.headers["x-specroute-decision"] == "arm=baseline; reason=pool_unavailable"
     snapshot = dead_gateway.state.store.snapshot
     assert snapshot is not None
     for pool in snapshot.pools:
@@ -211,5 +210,6 @@ def test_stale_snapshot_header_says_so(tmp_path: Path) -> None:
     )
     with run_gateway(tmp_path, snapshot) as gw:
         resp = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
+        assert resp.status_code == 503
         assert resp.headers["x-specroute-decision"] == "arm=baseline; reason=snapshot_stale"
         assert httpx.get(gw.base_url + "/readyz").status_code == 200  # keeps serving

@@ -106,6 +106,8 @@ def test_stale_snapshot_fails_safe_to_baseline_even_with_override() -> None:
     assert (d.arm, d.reason, d.pool.id) == (Arm.BASELINE, R.SNAPSHOT_STALE, BASELINE_POOL)
     d = _decide(tenant="ops", override="on", age_s=7200.0)
     assert d.reason is R.SNAPSHOT_STALE
+    # Fail safe means the ordinary path only: no fallback onto the spec pool.
+    assert d.fallback is None
 
 
 def test_fall_back_switches_pool_and_reason() -> None:

@@ -1,0 +1,357 @@
+"""The real openai client against the gateway in front of the real tiny vLLM pools.
+
+The two session vLLM servers (tests/fixtures/vllm.py) are shared by every test;
+each gateway here is a real uvicorn server routing on a PolicySnapshot file.
+"""
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from control.contract import Arm, QuotaSpec, RolloutState
+from tests.fixtures.vllm import RunningServer
+from tests.gateway.policy import OVERRIDE_KEY, TENANT_KEY, make_snapshot, stale
+from tests.gateway.server import GatewayServer, dead_url, run_gateway
+
+pytestmark = pytest.mark.vllm
+
+PROMPT = [{"role": "user", "content": "def add(a, b):"}]
+SPEC_HEADER = "arm=spec; pair=tiny-v3; k=3; reason=rollout_full"
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory,
+    vllm_spec_server: RunningServer,
+    vllm_baseline_server: RunningServer,
+) -> Iterator[GatewayServer]:
+    snapshot = make_snapshot(
+        spec_urls=[vllm_spec_server.base_url], baseline_urls=[vllm_baseline_server.base_url]
+    )
+    with run_gateway(tmp_path_factory.mktemp("gw"), snapshot) as gw:
+        yield gw
+
+
+def _client(gw: GatewayServer, key: str = TENANT_KEY) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0)
+
+
+def _engine_metric(server: RunningServer, name: str) -> float:
+    text = httpx.get(server.base_url + "/metrics").text
+    values = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    ]
+    return sum(values)
+
+
+def test_chat_non_stream_has_text_usage_and_headers(gateway: GatewayServer) -> None:
+    raw = _client(gateway).chat.completions.with_raw_response.create(
+        model="tiny",
+        messages=PROMPT,  # type: ignore[arg-type]
+        max_tokens=12,
+        temperature=0.0,
+        extra_headers={"x-request-id": "req-chat-1"},
+    )
+    completion = raw.parse()
+    assert raw.headers["x-specroute-decision"] == SPEC_HEADER
+    assert raw.headers["x-request-id"] == "req-chat-1"
+    # vLLM builds its id from the X-Request-Id we pass on.
+    assert "req-chat-1" in completion.id
+    assert completion.choices[0].message.content
+    assert completion.usage is not None and completion.usage.completion_tokens == 12
+    dumped = completion.model_dump()
+    assert "metrics" not in dumped and "prompt_token_ids" not in dumped
+    assert "stop_reason" not in dumped["choices"][0]
+
+
+def test_spec_arm_greedy_output_equals_baseline_arm(gateway: GatewayServer) -> None:
+    client = _client(gateway, OVERRIDE_KEY)
+    texts: dict[str, str] = {}
+    for arm in ("on", "off"):
+        raw = client.chat.completions.with_raw_response.create(
+            model="tiny",
+            messages=PROMPT,  # type: ignore[arg-type]
+            max_tokens=40,
+            temperature=0.0,
+            extra_headers={"x-specroute-speculation": arm},
+        )
+        expected = "arm=spec; pair=tiny-v3; k=3" if arm == "on" else "arm=baseline"
+        assert raw.headers["x-specroute-decision"].startswith(expected)
+        assert raw.headers["x-specroute-decision"].endswith("reason=override_header")
+        content = raw.parse().choices[0].message.content
+        assert content
+        texts[arm] = content
+    assert texts["on"] == texts["off"]
+
+
+def test_stream_forwards_chunks_strips_metrics_and_usage_unless_asked(
+    gateway: GatewayServer,
+) -> None:
+    client = _client(gateway)
+    full = client.chat.completions.create(
+        model="tiny",
+        messages=PROMPT,
+        max_tokens=16,
+        temperature=0.0,  # type: ignore[arg-type]
+    )
+    with client.chat.completions.with_streaming_response.create(
+        model="tiny",
+        messages=PROMPT,
+        max_tokens=16,
+        temperature=0.0,
+        stream=True,  # type: ignore[arg-type]
+    ) as resp:
+        assert resp.headers["x-specroute-decision"] == SPEC_HEADER
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        chunks = list(resp.parse())
+    assert all(c.usage is None for c in chunks)
+    assert all("metrics" not in c.model_dump() for c in chunks)
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == full.choices[0].message.content
+
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny",
+            messages=PROMPT,  # type: ignore[arg-type]
+            max_tokens=16,
+            temperature=0.0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 16
+    assert "metrics" not in chunks[-1].model_dump()
+
+
+async def test_async_client_completions_stream_and_not(gateway: GatewayServer) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=gateway.base_url + "/v1", api_key=TENANT_KEY, max_retries=0
+    )
+    try:
+        whole = await client.completions.create(
+            model="tiny", prompt="def add(a, b):", max_tokens=10, temperature=0.0
+        )
+        stream = await client.completions.create(
+            model="tiny",
+            prompt="def add(a, b):",
+            max_tokens=10,
+            temperature=0.0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        parts = [c async for c in stream]
+    finally:
+        await client.close()
+    assert whole.usage is not None and whole.usage.completion_tokens == 10
+    assert "".join(p.choices[0].text for p in parts if p.choices) == whole.choices[0].text
+    assert (
+        parts[-1].usage is not None and parts[-1].usage.prompt_tokens == whole.usage.prompt_tokens
+    )
+
+
+def test_telemetry_record_carries_engine_spec_metrics(gateway: GatewayServer) -> None:
+    gateway.state.aggregator.drain_all()
+    _client(gateway).chat.completions.create(
+        model="tiny",
+        messages=PROMPT,
+        max_tokens=24,
+        temperature=0.0,
+        stream=True,  # type: ignore[arg-type]
+    ).close()
+    stream = _client(gateway).chat.completions.create(
+        model="tiny",
+        messages=PROMPT,
+        max_tokens=24,
+        temperature=0.0,
+        stream=True,  # type: ignore[arg-type]
+    )
+    for _ in stream:
+        pass
+    deadline = time.monotonic() + 5.0
+    windows = []
+    while time.monotonic() < deadline:
+        windows += [w for b in gateway.state.aggregator.drain_all() for w in b.windows]
+        if any(w.arm is Arm.SPEC and w.requests and w.drafts for w in windows):
+            break
+        time.sleep(0.05)
+    spec = [w for w in windows if w.arm is Arm.SPEC]
+    assert sum(w.completion_tokens for w in spec) >= 24
+    assert sum(w.drafts for w in spec) > 0
+    assert sum(w.drafted_tokens for w in spec) >= sum(w.accepted_tokens for w in spec)
+    assert spec[0].pair_version_id == 7 and spec[0].rollout_id == 11
+
+
+def test_fallback_to_baseline_when_spec_engine_is_down(
+    tmp_path: Path, vllm_baseline_server: RunningServer
+) -> None:
+    snapshot = make_snapshot(spec_urls=[dead_url()], baseline_urls=[vllm_baseline_server.base_url])
+    with run_gateway(tmp_path, snapshot) as gw:
+        raw = _client(gw).chat.completions.with_raw_response.create(
+            model="tiny",
+            messages=PROMPT,
+            max_tokens=5,
+            temperature=0.0,  # type: ignore[arg-type]
+        )
+        assert raw.headers["x-specroute-decision"] == "arm=baseline; reason=pool_unavailable"
+        assert raw.parse().usage.completion_tokens == 5  # type: ignore[union-attr]
+
+
+def test_fallback_to_spec_when_baseline_engine_is_down(
+    tmp_path: Path, vllm_spec_server: RunningServer
+) -> None:
+    snapshot = make_snapshot(
+        spec_urls=[vllm_spec_server.base_url],
+        baseline_urls=[dead_url()],
+        state=RolloutState.PAUSED,
+    )
+    with run_gateway(tmp_path, snapshot) as gw:
+        chunks = list(
+            _client(gw).chat.completions.create(
+                model="tiny",
+                messages=PROMPT,
+                max_tokens=5,
+                temperature=0.0,
+                stream=True,  # type: ignore[arg-type]
+            )
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        resp = httpx.post(
+            gw.base_url + "/v1/chat/completions",
+            json={"model": "tiny", "messages": PROMPT, "max_tokens": 3},
+            headers={"Authorization": f"Bearer {TENANT_KEY}"},
+        )
+        assert resp.headers["x-specroute-decision"] == (
+            "arm=spec; pair=tiny-v3; k=3; reason=pool_unavailable"
+        )
+
+
+def test_stale_snapshot_serves_from_baseline(
+    tmp_path: Path, vllm_spec_server: RunningServer, vllm_baseline_server: RunningServer
+) -> None:
+    snapshot = stale(
+        make_snapshot(
+            spec_urls=[vllm_spec_server.base_url], baseline_urls=[vllm_baseline_server.base_url]
+        )
+    )
+    with run_gateway(tmp_path, snapshot) as gw:
+        raw = _client(gw).chat.completions.with_raw_response.create(
+            model="tiny",
+            messages=PROMPT,
+            max_tokens=4,
+            temperature=0.0,  # type: ignore[arg-type]
+        )
+        assert raw.headers["x-specroute-decision"] == "arm=baseline; reason=snapshot_stale"
+        assert raw.parse().choices[0].message.content
+
+
+def test_first_token_timeout_is_504(tmp_path: Path, vllm_baseline_server: RunningServer) -> None:
+    snapshot = make_snapshot(spec_urls=[], baseline_urls=[vllm_baseline_server.base_url])
+    with run_gateway(tmp_path, snapshot, first_token_timeout_s=0.001) as gw:
+        with pytest.raises(openai.APIStatusError) as info:
+            _client(gw).chat.completions.create(
+                model="tiny",
+                messages=PROMPT,
+                max_tokens=50,
+                stream=True,  # type: ignore[arg-type]
+            )
+        assert info.value.status_code == 504
+        assert info.value.response.json()["error"]["type"] == "timeout_error"
+        assert info.value.response.headers["x-specroute-decision"] == (
+            "arm=baseline; reason=pool_unavailable"
+        )
+
+
+def test_client_disconnect_aborts_the_engine_request(
+    tmp_path: Path, vllm_baseline_server: RunningServer
+) -> None:
+    snapshot = make_snapshot(spec_urls=[], baseline_urls=[vllm_baseline_server.base_url])
+    engine = vllm_baseline_server
+    max_tokens = 480
+    with run_gateway(tmp_path, snapshot) as gw:
+        before = _engine_metric(engine, "vllm:generation_tokens_total")
+        with httpx.stream(
+            "POST",
+            gw.base_url + "/v1/completions",
+            json={
+                "model": "tiny",
+                "prompt": "def add(a, b):",
+                "max_tokens": max_tokens,
+                "ignore_eos": True,
+                "stream": True,
+            },
+            headers={"Authorization": f"Bearer {TENANT_KEY}"},
+        ) as resp:
+            assert resp.status_code == 200
+            lines = resp.iter_lines()
+            got = [next(lines) for _ in range(3)]
+            assert got[0].startswith("data: ")
+            running_mid = _engine_metric(engine, "vllm:num_requests_running")
+        disconnected = time.monotonic()
+        while _engine_metric(engine, "vllm:num_requests_running") > 0:
+            assert time.monotonic() - disconnected < 3.0, "engine kept the request running"
+            time.sleep(0.05)
+        generated = _engine_metric(engine, "vllm:generation_tokens_total") - before
+    assert running_mid >= 1
+    assert generated < max_tokens, f"engine generated {generated} tokens: not aborted"
+
+
+def test_quota_exhaustion_is_429_with_retry_after(
+    tmp_path: Path, vllm_baseline_server: RunningServer
+) -> None:
+    snapshot = make_snapshot(spec_urls=[], baseline_urls=[vllm_baseline_server.base_url])
+    acme = snapshot.tenants[0]
+    acme.quota = QuotaSpec(weighted_tokens_per_minute=30)
+    with run_gateway(tmp_path, snapshot) as gw:
+        client = _client(gw)
+        client.chat.completions.create(model="tiny", messages=PROMPT, max_tokens=32)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 5.0
+        while True:
+            try:
+                client.chat.completions.create(model="tiny", messages=PROMPT, max_tokens=1)  # type: ignore[arg-type]
+            except openai.RateLimitError as exc:
+                assert int(exc.response.headers["retry-after"]) >= 1
+                assert exc.response.json()["error"]["type"] == "rate_limit_error"
+                # Refused before routing: the header names the decision that was made.
+                assert exc.response.headers["x-specroute-decision"] == SPEC_HEADER
+                break
+            assert time.monotonic() < deadline, "quota never refused"
+            time.sleep(0.05)
+        # Another tenant is not affected.
+        ok = _client(gw, OVERRIDE_KEY).chat.completions.create(
+            model="tiny",
+            messages=PROMPT,
+            max_tokens=1,  # type: ignore[arg-type]
+        )
+        assert ok.usage is not None
+
+
+async def test_concurrent_streams_through_async_client(gateway: GatewayServer) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=gateway.base_url + "/v1", api_key=TENANT_KEY, max_retries=0
+    )
+
+    async def one(i: int) -> str:
+        stream = await client.chat.completions.create(
+            model="tiny",
+            messages=PROMPT,  # type: ignore[arg-type]
+            max_tokens=8,
+            temperature=0.0,
+            stream=True,
+            user=f"user-{i}",
+        )
+        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+    try:
+        texts = await asyncio.gather(*(one(i) for i in range(8)))
+    finally:
+        await client.close()
+    assert len(set(texts)) == 1 and texts[0]
+    assert gateway.state.balancer.outstanding("p1-w0") == 0
