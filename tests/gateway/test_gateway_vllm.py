@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from control.contract import Arm, QuotaSpec, RolloutState
 from tests.fixtures.vllm import RunningServer
@@ -20,7 +21,7 @@ from tests.gateway.server import GatewayServer, dead_url, run_gateway
 
 pytestmark = pytest.mark.vllm
 
-PROMPT = [{"role": "user", "content": "def add(a, b):"}]
+PROMPT: list[ChatCompletionMessageParam] = [{"role": "user", "content": "def add(a, b):"}]
 SPEC_HEADER = "arm=spec; pair=tiny-v3; k=3; reason=rollout_full"
 
 
@@ -54,7 +55,7 @@ def _engine_metric(server: RunningServer, name: str) -> float:
 def test_chat_non_stream_has_text_usage_and_headers(gateway: GatewayServer) -> None:
     raw = _client(gateway).chat.completions.with_raw_response.create(
         model="tiny",
-        messages=PROMPT,  # type: ignore[arg-type]
+        messages=PROMPT,
         max_tokens=12,
         temperature=0.0,
         extra_headers={"x-request-id": "req-chat-1"},
@@ -77,7 +78,7 @@ def test_spec_arm_greedy_output_equals_baseline_arm(gateway: GatewayServer) -> N
     for arm in ("on", "off"):
         raw = client.chat.completions.with_raw_response.create(
             model="tiny",
-            messages=PROMPT,  # type: ignore[arg-type]
+            messages=PROMPT,
             max_tokens=40,
             temperature=0.0,
             extra_headers={"x-specroute-speculation": arm},
@@ -99,14 +100,14 @@ def test_stream_forwards_chunks_strips_metrics_and_usage_unless_asked(
         model="tiny",
         messages=PROMPT,
         max_tokens=16,
-        temperature=0.0,  # type: ignore[arg-type]
+        temperature=0.0,
     )
     with client.chat.completions.with_streaming_response.create(
         model="tiny",
         messages=PROMPT,
         max_tokens=16,
         temperature=0.0,
-        stream=True,  # type: ignore[arg-type]
+        stream=True,
     ) as resp:
         assert resp.headers["x-specroute-decision"] == SPEC_HEADER
         assert resp.headers["content-type"].startswith("text/event-stream")
@@ -119,7 +120,7 @@ def test_stream_forwards_chunks_strips_metrics_and_usage_unless_asked(
     chunks = list(
         client.chat.completions.create(
             model="tiny",
-            messages=PROMPT,  # type: ignore[arg-type]
+            messages=PROMPT,
             max_tokens=16,
             temperature=0.0,
             stream=True,
@@ -164,14 +165,14 @@ def test_telemetry_record_carries_engine_spec_metrics(gateway: GatewayServer) ->
         messages=PROMPT,
         max_tokens=24,
         temperature=0.0,
-        stream=True,  # type: ignore[arg-type]
+        stream=True,
     ).close()
     stream = _client(gateway).chat.completions.create(
         model="tiny",
         messages=PROMPT,
         max_tokens=24,
         temperature=0.0,
-        stream=True,  # type: ignore[arg-type]
+        stream=True,
     )
     for _ in stream:
         pass
@@ -198,7 +199,7 @@ def test_fallback_to_baseline_when_spec_engine_is_down(
             model="tiny",
             messages=PROMPT,
             max_tokens=5,
-            temperature=0.0,  # type: ignore[arg-type]
+            temperature=0.0,
         )
         assert raw.headers["x-specroute-decision"] == "arm=baseline; reason=pool_unavailable"
         assert raw.parse().usage.completion_tokens == 5  # type: ignore[union-attr]
@@ -219,7 +220,7 @@ def test_fallback_to_spec_when_baseline_engine_is_down(
                 messages=PROMPT,
                 max_tokens=5,
                 temperature=0.0,
-                stream=True,  # type: ignore[arg-type]
+                stream=True,
             )
         )
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -246,7 +247,7 @@ def test_stale_snapshot_serves_from_baseline(
             model="tiny",
             messages=PROMPT,
             max_tokens=4,
-            temperature=0.0,  # type: ignore[arg-type]
+            temperature=0.0,
         )
         assert raw.headers["x-specroute-decision"] == "arm=baseline; reason=snapshot_stale"
         assert raw.parse().choices[0].message.content
@@ -260,7 +261,7 @@ def test_first_token_timeout_is_504(tmp_path: Path, vllm_baseline_server: Runnin
                 model="tiny",
                 messages=PROMPT,
                 max_tokens=50,
-                stream=True,  # type: ignore[arg-type]
+                stream=True,
             )
         assert info.value.status_code == 504
         assert info.value.response.json()["error"]["type"] == "timeout_error"
@@ -311,11 +312,11 @@ def test_quota_exhaustion_is_429_with_retry_after(
     acme.quota = QuotaSpec(weighted_tokens_per_minute=30)
     with run_gateway(tmp_path, snapshot) as gw:
         client = _client(gw)
-        client.chat.completions.create(model="tiny", messages=PROMPT, max_tokens=32)  # type: ignore[arg-type]
+        client.chat.completions.create(model="tiny", messages=PROMPT, max_tokens=32)
         deadline = time.monotonic() + 5.0
         while True:
             try:
-                client.chat.completions.create(model="tiny", messages=PROMPT, max_tokens=1)  # type: ignore[arg-type]
+                client.chat.completions.create(model="tiny", messages=PROMPT, max_tokens=1)
             except openai.RateLimitError as exc:
                 assert int(exc.response.headers["retry-after"]) >= 1
                 assert exc.response.json()["error"]["type"] == "rate_limit_error"
@@ -328,7 +329,7 @@ def test_quota_exhaustion_is_429_with_retry_after(
         ok = _client(gw, OVERRIDE_KEY).chat.completions.create(
             model="tiny",
             messages=PROMPT,
-            max_tokens=1,  # type: ignore[arg-type]
+            max_tokens=1,
         )
         assert ok.usage is not None
 
@@ -341,7 +342,7 @@ async def test_concurrent_streams_through_async_client(gateway: GatewayServer) -
     async def one(i: int) -> str:
         stream = await client.chat.completions.create(
             model="tiny",
-            messages=PROMPT,  # type: ignore[arg-type]
+            messages=PROMPT,
             max_tokens=8,
             temperature=0.0,
             stream=True,
