@@ -15,6 +15,7 @@ from control.contract import (
     WorkerHeartbeat,
 )
 from control.internal.auth import require_internal_token
+from control.internal.limits import check_batch, check_heartbeat
 from control.internal.pool_spec import pool_spec_by_id, pool_spec_by_name
 from control.internal.state import internal_lifespan, snapshot_service
 from control.snapshot.service import SnapshotService
@@ -73,6 +74,7 @@ def get_snapshot(
 
 @router.post("/telemetry", response_model=TelemetryAck, responses=error_responses())
 def post_telemetry(batch: TelemetryBatch, session: SessionDep) -> TelemetryAck:
+    check_batch(batch)
     return ingest_batch(session, batch)
 
 
@@ -84,6 +86,7 @@ def post_telemetry(batch: TelemetryBatch, session: SessionDep) -> TelemetryAck:
 def post_heartbeat(
     worker_id: str, beat: WorkerHeartbeat, session: SessionDep, settings: SettingsDep
 ) -> HeartbeatAck:
+    check_heartbeat(worker_id, beat)
     return record_heartbeat(
         session, worker_id, beat, default_kv_cache_limit=settings.kv_cache_high_usage
     )

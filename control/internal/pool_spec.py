@@ -4,6 +4,7 @@ from sqlalchemy.orm import Session
 
 from control.contract import PoolSpec, SpeculativeConfig
 from control.internal import repository
+from control.internal.limits import fits_int32_id
 from control.models import PairVersion, Pool
 from control.snapshot.compiler import pair_version_spec
 from control.workers.errors import UnknownPool
@@ -34,15 +35,20 @@ def pool_spec(pool: Pool) -> PoolSpec:
     )
 
 
+def _storable(name: str) -> bool:
+    # A name no pool can have (NUL, longer than the column) is simply not found.
+    return "\x00" not in name and len(name) <= 100
+
+
 def pool_spec_by_id(session: Session, pool_id: int) -> PoolSpec:
-    pool = repository.pool_by_id(session, pool_id)
+    pool = repository.pool_by_id(session, pool_id) if fits_int32_id(pool_id) else None
     if pool is None:
         raise UnknownPool(f"pool {pool_id} does not exist", details={"pool_id": pool_id})
     return pool_spec(pool)
 
 
 def pool_spec_by_name(session: Session, name: str) -> PoolSpec:
-    pool = repository.pool_by_name(session, name)
+    pool = repository.pool_by_name(session, name) if _storable(name) else None
     if pool is None:
         raise UnknownPool(f"pool {name!r} does not exist", details={"pool_name": name})
     return pool_spec(pool)

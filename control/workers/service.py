@@ -22,6 +22,8 @@ from control.workers.errors import UnknownPool
 log = logging.getLogger(__name__)
 
 SYSTEM_ACTOR = "system:heartbeat"
+# Pool ids are 32-bit on PostgreSQL: a larger one cannot exist, and must not reach SQL.
+_INT32_MAX = 2**31 - 1
 
 
 def is_fresh(last_heartbeat_at: datetime, now: datetime, stale_after: timedelta) -> bool:
@@ -52,7 +54,7 @@ def record_heartbeat(
     # NOTE: freshness uses the control plane's clock, never the agent's `sent_at`,
     # so a skewed agent clock cannot keep a dead worker in the healthy set.
     now = now or utcnow()
-    if repository.get_pool(session, beat.pool_id) is None:
+    if not 1 <= beat.pool_id <= _INT32_MAX or repository.get_pool(session, beat.pool_id) is None:
         raise UnknownPool(f"pool {beat.pool_id} does not exist", details={"pool_id": beat.pool_id})
     limit = repository.pool_kv_cache_limit(session, beat.pool_id)
     if limit is None:

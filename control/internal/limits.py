@@ -1,0 +1,68 @@
+"""Bounds of the stored columns, checked at the HTTP boundary.
+
+The wire contract leaves ids and counters unbounded, but PostgreSQL stores them
+in 32-bit INTEGER and VARCHAR(n) columns and rejects NUL characters in text. A
+value past those bounds is the caller's mistake: a 422 naming the field, never
+a database error rendered as 500.
+"""
+
+from control.contract import TelemetryBatch, WorkerHeartbeat
+from control.errors import InvalidRequest
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+_WINDOW_INT_FIELDS = (
+    "segment_id",
+    "pair_version_id",
+    "rollout_id",
+    "window_seconds",
+    "requests",
+    "errors",
+    "cancellations",
+    "prompt_tokens",
+    "completion_tokens",
+    "drafts",
+    "drafted_tokens",
+    "accepted_tokens",
+)
+
+
+def check_text(value: str | None, *, param: str, max_length: int) -> None:
+    if value is None:
+        return
+    if "\x00" in value:
+        raise InvalidRequest(f"{param} must not contain NUL characters", details={"param": param})
+    if len(value) > max_length:
+        raise InvalidRequest(
+            f"{param} is longer than {max_length} characters", details={"param": param}
+        )
+
+
+def check_int_range(value: int | None, *, param: str, limit: int = INT32_MAX) -> None:
+    if value is not None and not 0 <= value <= limit:
+        raise InvalidRequest(f"{param} must be between 0 and {limit}", details={"param": param})
+
+
+def fits_int32_id(value: int) -> bool:
+    """Ids outside this range cannot exist: look-ups answer 404 without a query."""
+    return 1 <= value <= INT32_MAX
+
+
+def check_heartbeat(worker_id: str, beat: WorkerHeartbeat) -> None:
+    if not worker_id.strip():
+        raise InvalidRequest("worker_id must not be blank", details={"param": "worker_id"})
+    check_text(worker_id, param="worker_id", max_length=200)
+    check_text(beat.endpoint_url, param="endpoint_url", max_length=500)
+    check_text(beat.engine_version, param="engine_version", max_length=50)
+    check_int_range(beat.running, param="running")
+    check_int_range(beat.waiting, param="waiting")
+    check_int_range(beat.process_memory_bytes, param="process_memory_bytes", limit=INT64_MAX)
+    check_int_range(beat.gpu_memory_bytes, param="gpu_memory_bytes", limit=INT64_MAX)
+
+
+def check_batch(batch: TelemetryBatch) -> None:
+    check_text(batch.gateway_id, param="gateway_id", max_length=200)
+    for i, window in enumerate(batch.windows):
+        for name in _WINDOW_INT_FIELDS:
+            check_int_range(getattr(window, name), param=f"windows.{i}.{name}")
