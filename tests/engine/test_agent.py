@@ -1,0 +1,228 @@
+"""Heartbeat agent on real vLLM servers, reporting to the real control app over HTTP.
+
+- contents: a beat from the session's spec server equals what that server's own
+  /metrics says, and the control plane stores it;
+- a hung server (SIGSTOP) and a killed one are reported unhealthy within two
+  heartbeats, and the supervisor brings the killed one back after its backoff.
+"""
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import uvicorn
+
+from control.contract import HeartbeatAck, WorkerHeartbeat
+from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe, parse_engine_metrics
+from engine.pools.launcher import LaunchOptions, build_server_command
+from engine.pools.local import tiny_baseline_pool
+from engine.pools.supervisor import Backoff, Supervisor
+from tests.fixtures.vllm import RunningServer, free_port, require_tiny_pair
+
+pytestmark = pytest.mark.vllm
+
+ADMIN_TOKEN = "agent-test-admin"
+INTERNAL_TOKEN = "agent-test-internal"
+
+
+@dataclass
+class ControlServer:
+    base_url: str
+
+    def admin(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
+        )
+
+    def client(self) -> ControlClient:
+        return ControlClient(self.base_url, INTERNAL_TOKEN)
+
+    def create_pool(self, name: str, target_ref: str) -> int:
+        with self.admin() as http:
+            body = {"name": name, "served_model_name": "tiny", "target_ref": target_ref}
+            response = http.post("/admin/v1/pools", json=body)
+            assert response.status_code in (200, 201), response.text
+            return int(response.json()["id"])
+
+    def workers(self, pool_id: int) -> dict[str, dict[str, object]]:
+        with self.admin() as http:
+            response = http.get(f"/admin/v1/pools/{pool_id}")
+            assert response.status_code == 200, response.text
+            return {w["id"]: w for w in response.json()["workers"]}
+
+
+@pytest.fixture(scope="module")
+def control_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlServer]:
+    from control.app import create_app
+    from control.migrate import upgrade
+    from control.settings import ControlSettings
+
+    data = tmp_path_factory.mktemp("control")
+    url = f"sqlite:///{data / 'control.db'}"
+    upgrade(url)
+    settings = ControlSettings(
+        data_dir=data, database_url=url, admin_token=ADMIN_TOKEN, internal_token=INTERNAL_TOKEN
+    )
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "control app did not start"
+        time.sleep(0.05)
+    yield ControlServer(f"http://127.0.0.1:{port}")
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_heartbeat_matches_the_servers_own_metrics_and_is_stored(
+    vllm_spec_server: RunningServer,
+    vllm_baseline_server: RunningServer,
+    control_server: ControlServer,
+) -> None:
+    # Some speculative work first, so the counters are not all zero.
+    response = httpx.post(
+        f"{vllm_spec_server.base_url}/v1/completions",
+        json={"model": "tiny", "prompt": "def add(a, b):\n", "max_tokens": 24, "temperature": 0},
+        timeout=120,
+    )
+    assert response.status_code == 200
+    pool_id = control_server.create_pool("agent-contents", vllm_spec_server.pool.target_ref)
+    pid = vllm_spec_server.process.pid
+    probe = WorkerProbe(pool_id, vllm_spec_server.base_url, speculative=True, pid=lambda: pid)
+    with httpx.Client() as http:
+        beat = probe.beat(http)
+        own = parse_engine_metrics(httpx.get(f"{vllm_spec_server.base_url}/metrics").text)
+
+    assert beat.healthy and beat.draft_loaded
+    assert own.spec is not None and beat.spec == own.spec  # idle server: counters are stable
+    assert beat.spec.num_drafts > 0 and beat.spec.num_draft_tokens == 3 * beat.spec.num_drafts
+    assert len(beat.spec.accepted_per_position) == 3
+    assert sum(beat.spec.accepted_per_position) == beat.spec.num_accepted_tokens
+    assert (beat.running, beat.waiting, beat.kv_cache_usage) == (
+        own.running,
+        own.waiting,
+        own.kv_cache_usage,
+    )
+    # The engine core is a child process: the tree's memory exceeds the API server's.
+    api_rss = psutil.Process(pid).memory_info().rss
+    assert beat.process_memory_bytes > api_rss > 50 * 2**20
+    assert beat.gpu_memory_bytes is None  # no GPU on this machine
+    assert beat.engine_version and beat.engine_version.startswith("0.")
+
+    control = control_server.client()
+    ack = control.heartbeat("spec-worker-0", beat)
+    assert ack.worker_id == "spec-worker-0" and ack.registered
+    stored = control_server.workers(pool_id)["spec-worker-0"]
+    assert (stored["healthy"], stored["draft_loaded"]) == (True, True)
+    assert stored["endpoint_url"] == vllm_spec_server.base_url
+
+    # A baseline server does not speculate: no counters, no draft.
+    baseline_pid = vllm_baseline_server.process.pid
+    baseline_probe = WorkerProbe(
+        pool_id, vllm_baseline_server.base_url, speculative=False, pid=lambda: baseline_pid
+    )
+    with httpx.Client() as http:
+        baseline_beat = baseline_probe.beat(http)
+    assert baseline_beat.healthy and not baseline_beat.draft_loaded
+    assert baseline_beat.spec is None
+    control.close()
+
+
+@dataclass
+class Beats:
+    items: list[tuple[float, WorkerHeartbeat, HeartbeatAck | None]]
+
+    def record(self, beat: WorkerHeartbeat, ack: HeartbeatAck | None) -> None:
+        self.items.append((time.monotonic(), beat, ack))
+
+    def after(self, t: float) -> list[WorkerHeartbeat]:
+        return [b for at, b, _ in list(self.items) if at > t]
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_hung_and_dead_server_flip_unhealthy_within_two_beats_then_recover(
+    control_server: ControlServer, vllm_log_dir: Path
+) -> None:
+    root = require_tiny_pair()
+    pool = tiny_baseline_pool(root)
+    pool_id = control_server.create_pool("agent-faults", pool.target_ref)
+    port = free_port()
+    cores = sorted(os.sched_getaffinity(0))
+    options = LaunchOptions(cpu_cores=str(cores[-1]) if len(cores) > 1 else None)
+    supervisor = Supervisor(
+        lambda _i: build_server_command(pool, port, options),
+        workers=1,
+        log_dir=vllm_log_dir / "agent-faults",
+        backoff=Backoff(initial_s=1.0),
+        poll_s=0.2,
+    )
+    interval = 1.0
+    beats = Beats([])
+    control = control_server.client()
+    probe = WorkerProbe(
+        pool_id,
+        f"http://127.0.0.1:{port}",
+        speculative=False,
+        pid=lambda: supervisor.servers[0].pid,
+        health_timeout=0.5,
+    )
+    agent = HeartbeatAgent("faulty-0", probe, control, interval, on_beat=beats.record)
+    supervisor.start()  # waits until it serves
+    runner = threading.Thread(target=supervisor.run, daemon=True)
+    runner.start()
+    agent.start()
+    try:
+        wait_for(lambda: any(b.healthy for b in beats.after(0)), 10, "a healthy beat")
+        assert control_server.workers(pool_id)["faulty-0"]["healthy"] is True
+
+        # Hung: the API server stops answering but its process exists.
+        api_pid = supervisor.servers[0].pid
+        assert api_pid is not None
+        os.kill(api_pid, signal.SIGSTOP)
+        hung_at = time.monotonic()
+        try:
+            wait_for(lambda: len(beats.after(hung_at)) >= 2, 10 * interval, "two beats")
+            assert not all(b.healthy for b in beats.after(hung_at)[:2])
+            assert control_server.workers(pool_id)["faulty-0"]["healthy"] is False
+        finally:
+            os.kill(api_pid, signal.SIGCONT)
+        resumed_at = time.monotonic()
+        wait_for(lambda: any(b.healthy for b in beats.after(resumed_at)), 15, "recovery")
+
+        # Dead: killed; reported within two beats, restarted after the backoff.
+        supervisor.servers[0].kill()
+        killed_at = time.monotonic()
+        wait_for(lambda: len(beats.after(killed_at)) >= 2, 10 * interval, "two beats")
+        assert not all(b.healthy for b in beats.after(killed_at)[:2])
+        assert control_server.workers(pool_id)["faulty-0"]["healthy"] is False
+        wait_for(lambda: supervisor.events_of(0, "restart_scheduled"), 10, "a scheduled restart")
+        wait_for(lambda: len(supervisor.events_of(0, "ready")) >= 2, 300, "the restart to serve")
+        (exited,) = supervisor.events_of(0, "exited")
+        restarted = supervisor.events_of(0, "started")[-1]
+        assert restarted.at - exited.at >= 1.0  # the backoff was respected
+        assert supervisor.servers[0].pid != api_pid
+        back_at = time.monotonic()
+        wait_for(lambda: any(b.healthy for b in beats.after(back_at)), 15, "healthy again")
+        assert control_server.workers(pool_id)["faulty-0"]["healthy"] is True
+    finally:
+        agent.stop()
+        supervisor.stop()
+        runner.join(timeout=10)
+        control.close()

@@ -1,0 +1,128 @@
+"""PoolSpec -> vLLM server argv and environment (no process started here)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from control.contract import PairVersionSpec, PoolSpec, SpeculativeConfig
+from engine.pools.launcher import (
+    SERVER_MODULE,
+    LaunchError,
+    LaunchOptions,
+    build_server_command,
+)
+from engine.vllm_fix import site_dir
+
+
+def pair_version(**overrides: object) -> PairVersionSpec:
+    fields: dict[str, object] = {
+        "id": 7,
+        "pair_name": "tiny",
+        "version": 2,
+        "label": "tiny-v2",
+        "method": "draft_model",
+        "num_speculative_tokens": 3,
+        "target_ref": "/models/target",
+        "draft_ref": "/models/draft",
+        "draft_sample_method": "probabilistic",
+    }
+    fields.update(overrides)
+    return PairVersionSpec.model_validate(fields)
+
+
+def pool(**overrides: object) -> PoolSpec:
+    fields: dict[str, object] = {
+        "id": 3,
+        "name": "spec-a",
+        "served_model_name": "tiny",
+        "target_ref": "/models/target",
+        "pair_version": pair_version(),
+        "engine_args": {"max-model-len": 512, "max_num_seqs": 8, "enable-prefix-caching": False},
+    }
+    fields.update(overrides)
+    return PoolSpec.model_validate(fields)
+
+
+def flag_value(argv: list[str], flag: str) -> str:
+    assert argv.count(flag) == 1, f"{flag} appears {argv.count(flag)} times in {argv}"
+    return argv[argv.index(flag) + 1]
+
+
+def test_spec_pool_on_cpu_build() -> None:
+    options = LaunchOptions(python="/venv/bin/python", cpu_build=True, cpu_cores="1")
+    cmd = build_server_command(pool(), 8123, options)
+    argv = cmd.argv
+    assert argv[:3] == ["/venv/bin/python", "-m", SERVER_MODULE]
+    assert flag_value(argv, "--model") == "/models/target"
+    assert flag_value(argv, "--served-model-name") == "tiny"
+    assert (flag_value(argv, "--host"), flag_value(argv, "--port")) == ("127.0.0.1", "8123")
+    assert json.loads(flag_value(argv, "--speculative-config")) == {
+        "method": "draft_model",
+        "model": "/models/draft",
+        "num_speculative_tokens": 3,
+        "draft_sample_method": "probabilistic",
+    }
+    assert flag_value(argv, "--per-request-spec-decode-metrics") == "summary"
+    assert "--enable-request-id-headers" in argv
+    assert flag_value(argv, "--max-model-len") == "512"
+    assert flag_value(argv, "--max-num-seqs") == "8"
+    assert "--no-enable-prefix-caching" in argv
+    # CPU-build defaults
+    assert "--enforce-eager" in argv and flag_value(argv, "--dtype") == "float32"
+    assert cmd.speculative and cmd.base_url == "http://127.0.0.1:8123"
+
+    env = cmd.env
+    assert env["PYTHONPATH"].split(":")[0] == str(site_dir())
+    assert (site_dir() / "sitecustomize.py").is_file()
+    assert "SPECROUTE_VLLM_FIX" not in env
+    assert env["HF_HUB_OFFLINE"] == "1"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+
+
+def test_iomp_is_preloaded_from_the_interpreters_venv(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libiomp5.so").write_bytes(b"")
+    options = LaunchOptions(python=str(tmp_path / "bin" / "python"), cpu_build=True)
+    env = build_server_command(pool(), 8000, options).env
+    assert env["LD_PRELOAD"].split(":")[0] == str(tmp_path / "lib" / "libiomp5.so")
+
+
+def test_gpu_build_gets_no_cpu_defaults_and_baseline_no_speculation() -> None:
+    cmd = build_server_command(
+        pool(pair_version=None, engine_args={}), 9000, LaunchOptions(cpu_build=False)
+    )
+    assert "--speculative-config" not in cmd.argv
+    assert "--per-request-spec-decode-metrics" not in cmd.argv
+    assert "--enforce-eager" not in cmd.argv and "--dtype" not in cmd.argv
+    assert not cmd.speculative
+
+
+def test_explicit_speculative_config_wins_and_greedy_drafting_is_left_default() -> None:
+    explicit = SpeculativeConfig(method="ngram", num_speculative_tokens=5)
+    cmd = build_server_command(pool(speculative_config=explicit), 1, LaunchOptions(cpu_build=True))
+    assert json.loads(flag_value(cmd.argv, "--speculative-config")) == {
+        "method": "ngram",
+        "num_speculative_tokens": 5,
+    }
+    greedy = pool(pair_version=pair_version(draft_sample_method="greedy"))
+    config = json.loads(flag_value(build_server_command(greedy, 1).argv, "--speculative-config"))
+    assert "draft_sample_method" not in config
+
+
+def test_without_fix_the_child_is_told_so() -> None:
+    cmd = build_server_command(pool(), 1, LaunchOptions(apply_vllm_fix=False, cpu_build=True))
+    assert cmd.env["SPECROUTE_VLLM_FIX"] == "0"
+
+
+@pytest.mark.parametrize("flag", ["port", "--model", "speculative_config"])
+def test_engine_args_cannot_override_launcher_flags(flag: str) -> None:
+    with pytest.raises(LaunchError, match="launcher owns"):
+        build_server_command(pool(engine_args={flag: "x"}), 1)
+
+
+def test_draft_model_pair_without_draft_is_refused() -> None:
+    with pytest.raises(LaunchError, match="no draft_ref"):
+        build_server_command(pool(pair_version=pair_version(draft_ref=None)), 1)
