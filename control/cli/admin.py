@@ -1,5 +1,325 @@
-"""Commands: filled in by the owning package."""
+"""`specroute admin ...`: the common admin operations over the REST API (httpx).
 
+The URL and token come from --url / SPECROUTE_ADMIN_URL and --token /
+SPECROUTE_ADMIN_TOKEN. API errors print their message and exit with 1.
+"""
+
+import json
+from typing import Any
+
+import httpx
 import typer
+from rich.console import Console
+from rich.table import Table
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(
+    help="Admin operations against the control plane's REST API.", no_args_is_help=True
+)
+pair_app = typer.Typer(help="Pairs and pair versions.", no_args_is_help=True)
+pool_app = typer.Typer(help="Engine pools.", no_args_is_help=True)
+segment_app = typer.Typer(help="Traffic segments.", no_args_is_help=True)
+rollout_app = typer.Typer(help="Rollouts and their actions.", no_args_is_help=True)
+tenant_app = typer.Typer(help="Tenants and API keys.", no_args_is_help=True)
+thresholds_app = typer.Typer(help="Threshold sets.", no_args_is_help=True)
+for sub, name in (
+    (pair_app, "pair"),
+    (pool_app, "pool"),
+    (segment_app, "segment"),
+    (rollout_app, "rollout"),
+    (tenant_app, "tenant"),
+    (thresholds_app, "thresholds"),
+):
+    app.add_typer(sub, name=name)
+
+
+class _LazyConsole:
+    """Built on first use, so the terminal width (COLUMNS) is read when printing.
+    Soft wrap keeps messages on one line for scripts that grep them."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(Console(soft_wrap=True), name)
+
+
+console: Any = _LazyConsole()
+
+
+class Api:
+    def __init__(self, url: str, token: str) -> None:
+        self.client = httpx.Client(
+            base_url=url.rstrip("/") + "/admin/v1",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30.0,
+        )
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.client.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            console.print(f"[red]control plane unreachable at {self.client.base_url}: {exc}")
+            raise typer.Exit(code=1) from exc
+        if response.is_error:
+            try:
+                error = response.json()["error"]
+                message = f"{error['message']} ({error['code']})"
+            except (ValueError, KeyError, TypeError):
+                message = response.text
+            console.print(f"[red]error {response.status_code}: {message}")
+            raise typer.Exit(code=1)
+        return response.json() if response.content else None
+
+
+_state: dict[str, Api] = {}
+
+
+@app.callback()
+def _connect(
+    url: str = typer.Option(
+        "http://127.0.0.1:8100", "--url", envvar="SPECROUTE_ADMIN_URL", help="Control plane URL."
+    ),
+    token: str = typer.Option(
+        "specroute-admin-dev",
+        "--token",
+        envvar="SPECROUTE_ADMIN_TOKEN",
+        help="Admin bearer token.",
+    ),
+) -> None:
+    _state["api"] = Api(url, token)
+
+
+def api() -> Api:
+    return _state["api"]
+
+
+def _print(body: Any) -> None:
+    console.print_json(json.dumps(body))
+
+
+def _pair_id(pair: str) -> int:
+    if pair.isdigit():
+        return int(pair)
+    for row in api().request("GET", "/pairs"):
+        if row["name"] == pair:
+            return int(row["id"])
+    console.print(f"[red]no pair named {pair!r}")
+    raise typer.Exit(code=1)
+
+
+@pair_app.command("create")
+def pair_create(name: str, description: str = typer.Option("", help="Free text.")) -> None:
+    """Create a pair (a name that versions hang off)."""
+    _print(api().request("POST", "/pairs", json={"name": name, "description": description}))
+
+
+@pair_app.command("register")
+def pair_register(
+    pair: str = typer.Argument(..., help="Pair name or id; created when the name is new."),
+    target: str = typer.Option(..., help="Target model directory."),
+    draft: str | None = typer.Option(None, help="Draft model directory (draft_model, eagle...)."),
+    method: str = typer.Option("draft_model", help="draft_model, ngram, eagle, eagle3, mtp..."),
+    k: int = typer.Option(3, "--k", help="num_speculative_tokens."),
+    sample_method: str = typer.Option("greedy", help="greedy or probabilistic."),
+) -> None:
+    """Register a new immutable pair version (the artifacts are validated)."""
+    if not pair.isdigit() and not any(p["name"] == pair for p in api().request("GET", "/pairs")):
+        api().request("POST", "/pairs", json={"name": pair})
+    body = {
+        "method": method,
+        "target_ref": target,
+        "draft_ref": draft,
+        "num_speculative_tokens": k,
+        "draft_sample_method": sample_method,
+    }
+    _print(api().request("POST", f"/pairs/{_pair_id(pair)}/versions", json=body))
+
+
+@pair_app.command("list")
+def pair_list() -> None:
+    """Pairs with their versions."""
+    table = Table("pair", "version id", "v", "method", "k", "status", "target")
+    for p in api().request("GET", "/pairs"):
+        for v in p["versions"] or [None]:
+            if v is None:
+                table.add_row(p["name"], "-", "-", "-", "-", "-", "-")
+                continue
+            table.add_row(
+                p["name"],
+                str(v["id"]),
+                str(v["version"]),
+                v["method"],
+                str(v["num_speculative_tokens"]),
+                v["status"],
+                v["target_ref"],
+            )
+    console.print(table)
+
+
+@pair_app.command("retire")
+def pair_retire(pair: str, version_id: int, reason: str | None = None) -> None:
+    """Retire a pair version (refused while a rollout exposes it)."""
+    path = f"/pairs/{_pair_id(pair)}/versions/{version_id}/retire"
+    _print(api().request("POST", path, json={"reason": reason}))
+
+
+@pool_app.command("create")
+def pool_create(
+    name: str,
+    model: str = typer.Option(..., help="Served model name."),
+    target: str = typer.Option(..., help="Target model directory."),
+    pair_version: int | None = typer.Option(None, help="Pair version id; none = baseline."),
+    engine_args: str = typer.Option("{}", help="Engine arguments as JSON."),
+    workers: int = typer.Option(1, help="Desired workers."),
+) -> None:
+    """Create a pool (baseline without --pair-version)."""
+    body = {
+        "name": name,
+        "served_model_name": model,
+        "target_ref": target,
+        "pair_version_id": pair_version,
+        "engine_args": json.loads(engine_args),
+        "desired_workers": workers,
+    }
+    _print(api().request("POST", "/pools", json=body))
+
+
+@segment_app.command("create")
+def segment_create(
+    name: str,
+    selector: str = typer.Option("{}", help='Selector JSON, e.g. {"tasks": ["code"]}.'),
+    priority: int = typer.Option(0, help="Higher wins on overlap."),
+) -> None:
+    """Create a segment."""
+    body = {"name": name, "selector": json.loads(selector), "priority": priority}
+    _print(api().request("POST", "/segments", json=body))
+
+
+@thresholds_app.command("create")
+def thresholds_create(
+    name: str, values: str = typer.Option(..., help="Threshold values as JSON.")
+) -> None:
+    """Create version 1 of a threshold set."""
+    _print(api().request("POST", "/threshold-sets", json={"name": name, **json.loads(values)}))
+
+
+@tenant_app.command("create")
+def tenant_create(name: str, override_allowed: bool = False) -> None:
+    """Create a tenant."""
+    body = {"name": name, "override_allowed": override_allowed}
+    _print(api().request("POST", "/tenants", json=body))
+
+
+@tenant_app.command("key")
+def tenant_key(tenant_id: int, name: str = "") -> None:
+    """Create an API key for a tenant; the key is printed once."""
+    created = api().request("POST", f"/tenants/{tenant_id}/keys", json={"name": name})
+    typer.echo(created["key"])
+
+
+@rollout_app.command("create")
+def rollout_create(
+    name: str,
+    segment: int = typer.Option(..., help="Segment id."),
+    pair_version: int = typer.Option(..., help="Pair version id."),
+    spec_pool: int = typer.Option(..., help="Spec pool id."),
+    baseline_pool: int = typer.Option(..., help="Baseline pool id."),
+    thresholds: int = typer.Option(..., help="Threshold set id."),
+    stages: str = typer.Option("1,5,25,50,100", help="Comma-separated percentages."),
+) -> None:
+    """Create a rollout (state draft)."""
+    body = {
+        "name": name,
+        "segment_id": segment,
+        "pair_version_id": pair_version,
+        "spec_pool_id": spec_pool,
+        "baseline_pool_id": baseline_pool,
+        "threshold_set_id": thresholds,
+        "stages": [float(s) for s in stages.split(",")],
+    }
+    _print(api().request("POST", "/rollouts", json=body))
+
+
+def _action(name: str) -> None:
+    def run(
+        rollout_id: int,
+        reason: str | None = typer.Option(None, help="Recorded in the audit and decision."),
+        if_match: int | None = typer.Option(None, help="Expected version (412 if stale)."),
+    ) -> None:
+        headers = {"If-Match": f'"{if_match}"'} if if_match is not None else {}
+        body = api().request(
+            "POST", f"/rollouts/{rollout_id}/{name}", json={"reason": reason}, headers=headers
+        )
+        typer.echo(
+            f"rollout {body['name']}: {body['state']} at {body['percentage']:g} % "
+            f"(version {body['version']})"
+        )
+
+    run.__doc__ = f"{name.capitalize()} a rollout."
+    rollout_app.command(name)(run)
+
+
+for _name in ("start", "promote", "pause", "resume", "rollback", "disable", "enable"):
+    _action(_name)
+
+
+@rollout_app.command("show")
+def rollout_show(rollout_id: int) -> None:
+    """One rollout, with its allowed actions."""
+    _print(api().request("GET", f"/rollouts/{rollout_id}"))
+
+
+@app.command("decisions")
+def decisions(rollout: int | None = None, limit: int = 20) -> None:
+    """Latest decisions, newest first."""
+    params: dict[str, Any] = {"limit": limit}
+    if rollout is not None:
+        params["rollout_id"] = rollout
+    table = Table("id", "rollout", "kind", "from", "to", "%", "actor", "at")
+    for d in api().request("GET", "/decisions", params=params)["items"]:
+        table.add_row(
+            str(d["id"]),
+            str(d["rollout_id"]),
+            d["kind"],
+            d["from_state"],
+            d["to_state"],
+            f"{d['from_percentage']:g}→{d['to_percentage']:g}",
+            d["actor"],
+            d["created_at"][:19],
+        )
+    console.print(table)
+
+
+@app.command("status")
+def status() -> None:
+    """Rollouts and pools at a glance."""
+    pools = {p["id"]: p for p in api().request("GET", "/pools")}
+    segments = {s["id"]: s["name"] for s in api().request("GET", "/segments")}
+    table = Table(title="Rollouts")
+    for header in ("rollout", "id", "segment", "state", "%", "pair v", "spec", "base", "ver"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("allowed actions")
+    for r in api().request("GET", "/rollouts"):
+        table.add_row(
+            r["name"],
+            str(r["id"]),
+            segments.get(r["segment_id"], str(r["segment_id"])),
+            r["state"],
+            f"{r['percentage']:g}",
+            str(r["pair_version_id"]),
+            pools.get(r["spec_pool_id"], {}).get("name", "?"),
+            pools.get(r["baseline_pool_id"], {}).get("name", "?"),
+            str(r["version"]),
+            ", ".join(r["allowed_actions"]),
+        )
+    console.print(table)
+    pool_table = Table(
+        "pool", "id", "model", "pair version", "workers healthy/total", title="Pools"
+    )
+    for p in pools.values():
+        healthy = sum(1 for w in p["workers"] if w["healthy"])
+        pool_table.add_row(
+            p["name"],
+            str(p["id"]),
+            p["served_model_name"],
+            str(p["pair_version_id"] or "baseline"),
+            f"{healthy}/{len(p['workers'])}",
+        )
+    console.print(pool_table)

@@ -1,5 +1,66 @@
-"""Commands: filled in by the owning package."""
+"""`specroute control migrate` and `specroute control serve`."""
 
 import typer
 
-app = typer.Typer(no_args_is_help=True)
+app = typer.Typer(
+    help="Control plane: database migrations and the API server.", no_args_is_help=True
+)
+
+DatabaseUrl = typer.Option(
+    None,
+    "--database-url",
+    envvar="SPECROUTE_DATABASE_URL",
+    help="SQLAlchemy URL; default: settings (an SQLite file under the data dir).",
+)
+
+
+def _url(database_url: str | None) -> str:
+    from control.settings import ControlSettings
+
+    settings = ControlSettings(database_url=database_url) if database_url else ControlSettings()
+    url = settings.resolved_database_url()
+    if url.startswith("sqlite:///"):
+        # The embedded default lives under the data dir, which may not exist yet.
+        from pathlib import Path
+
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return url
+
+
+@app.command()
+def migrate(
+    database_url: str | None = DatabaseUrl,
+    revision: str = typer.Option("head", help="Target revision ('base' downgrades all)."),
+) -> None:
+    """Upgrade (or downgrade) the control database with the Alembic migrations."""
+    from control.migrate import current_revision, downgrade, upgrade
+
+    url = _url(database_url)
+    if revision == "base":
+        downgrade(url, "base")
+    else:
+        upgrade(url, revision)
+    typer.echo(f"database at revision {current_revision(url)}")
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Interface to bind."),
+    port: int = typer.Option(8100, help="Port to bind."),
+    database_url: str | None = DatabaseUrl,
+    migrate_first: bool = typer.Option(
+        True, "--migrate/--no-migrate", help="Upgrade the database to head before serving."
+    ),
+) -> None:
+    """Serve the admin API (/admin/v1) and the internal API (/internal/v1) under uvicorn."""
+    import uvicorn
+
+    from control.app import create_app
+    from control.migrate import upgrade
+    from control.settings import ControlSettings
+
+    url = _url(database_url)
+    if migrate_first:
+        upgrade(url)
+    settings = ControlSettings(database_url=url)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

@@ -1,0 +1,140 @@
+"""`specroute control migrate` and `specroute admin ...` against a real server over HTTP."""
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from typer.testing import CliRunner
+
+from control.app import create_app
+from control.cli import app as root
+from control.migrate import current_revision
+from control.settings import ControlSettings
+from tests.control.conftest import THRESHOLDS, write_model_dir
+
+TOKEN = "cli-test-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'control.db'}"
+    migrated = CliRunner().invoke(root, ["control", "migrate", "--database-url", url])
+    assert migrated.exit_code == 0, migrated.output
+    assert current_revision(url) is not None
+    assert "database at revision" in migrated.output
+
+    settings = ControlSettings(database_url=url, admin_token=TOKEN, data_dir=tmp_path)
+    port = _free_port()
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: Path) -> None:
+    runner = CliRunner(
+        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
+    )
+    target = write_model_dir(tmp_path / "target")
+    draft = write_model_dir(tmp_path / "draft")
+
+    def ok(*args: str) -> str:
+        result = runner.invoke(root, ["admin", *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    registered = json.loads(
+        ok("pair", "register", "tiny", "--target", str(target), "--draft", str(draft), "--k", "4")
+    )
+    assert (registered["version"], registered["num_speculative_tokens"]) == (1, 4)
+    version_id = str(registered["id"])
+    spec = json.loads(
+        ok(
+            "pool",
+            "create",
+            "spec",
+            "--model",
+            "tiny",
+            "--target",
+            str(target),
+            "--pair-version",
+            version_id,
+        )
+    )
+    base = json.loads(ok("pool", "create", "base", "--model", "tiny", "--target", str(target)))
+    segment = json.loads(ok("segment", "create", "code", "--selector", '{"tasks": ["code"]}'))
+    thresholds = json.loads(
+        ok("thresholds", "create", "default", "--values", json.dumps(THRESHOLDS))
+    )
+    rollout = json.loads(
+        ok(
+            "rollout",
+            "create",
+            "code-tiny",
+            "--segment",
+            str(segment["id"]),
+            "--pair-version",
+            version_id,
+            "--spec-pool",
+            str(spec["id"]),
+            "--baseline-pool",
+            str(base["id"]),
+            "--thresholds",
+            str(thresholds["id"]),
+            "--stages",
+            "1,10,100",
+        )
+    )
+    rid = str(rollout["id"])
+    assert ok("rollout", "start", rid).strip() == "rollout code-tiny: canary at 1 % (version 2)"
+    assert ok("rollout", "promote", rid, "--reason", "good").strip() == (
+        "rollout code-tiny: ramping at 10 % (version 3)"
+    )
+
+    illegal = runner.invoke(root, ["admin", "rollout", "enable", rid])
+    assert illegal.exit_code == 1
+    assert "error 409" in illegal.output
+    assert "allowed: promote, pause, rollback, disable" in illegal.output
+    stale = runner.invoke(root, ["admin", "rollout", "pause", rid, "--if-match", "1"])
+    assert stale.exit_code == 1
+    assert "error 412" in stale.output
+
+    status = ok("status")
+    assert "code-tiny" in status
+    assert "ramping" in status
+    assert "baseline" in status
+    decisions = ok("decisions", "--rollout", rid)
+    assert "manual_promote" in decisions and "manual_start" in decisions
+
+
+def test_admin_cli_reports_auth_and_connection_errors(server: str) -> None:
+    bad = CliRunner(env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": "wrong"})
+    result = bad.invoke(root, ["admin", "status"])
+    assert result.exit_code == 1
+    assert "error 401" in result.output
+    down = CliRunner(
+        env={"SPECROUTE_ADMIN_URL": "http://127.0.0.1:1", "SPECROUTE_ADMIN_TOKEN": "x"}
+    )
+    result = down.invoke(root, ["admin", "status"])
+    assert result.exit_code == 1
+    assert "unreachable" in result.output
