@@ -78,15 +78,14 @@ def serve_app(app: FastAPI) -> Iterator[str]:
 def run_gateway(
     tmp_path: Path, snapshot: PolicySnapshot | None, **settings: Any
 ) -> Iterator[GatewayServer]:
+    """A gateway on a snapshot file; with `control_url` in settings, on that control plane."""
     path = tmp_path / "snapshot.json"
     if snapshot is not None:
         write_snapshot(path, snapshot)
-    config_settings = GatewaySettings(
-        snapshot_file=path,
-        snapshot_poll_seconds=0.05,
-        gateway_id="test-gateway",
-        **settings,
-    )
+    defaults: dict[str, Any] = {"snapshot_poll_seconds": 0.05, "gateway_id": "test-gateway"}
+    if "control_url" not in settings:
+        defaults["snapshot_file"] = path
+    config_settings = GatewaySettings(**(defaults | settings))
     app = create_app(config_settings)
     with serve_app(app) as base_url:
         yield GatewayServer(base_url=base_url, app=app, snapshot_path=path)
