@@ -202,3 +202,26 @@ def test_real_engine_memory_sizes_are_stored(
     worker = session.get(Worker, "w-big")
     assert worker is not None
     assert (worker.process_memory_bytes, worker.gpu_memory_bytes) == (6 * 2**30, 141 * 10**9)
+
+
+def test_heartbeat_values_past_the_columns_are_rejected(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    world = build_world(session)
+    session.commit()
+    headers = internal_headers | {"content-type": "application/json"}
+    cases: tuple[tuple[str, dict[str, Any], int, str | None], ...] = (
+        ("w1", {"endpoint_url": "http://x/\x00"}, 422, "endpoint_url"),
+        ("w1", {"endpoint_url": "http://" + "x" * 600}, 422, "endpoint_url"),
+        ("w1", {"running": 2**31}, 422, "running"),
+        ("w" * 201, {}, 422, "worker_id"),
+        ("w1", {"pool_id": 2**40}, 404, None),
+    )
+    for worker_id, fields, status, param in cases:
+        body = beat(**({"pool_id": world.spec_pool.id} | fields)).model_dump_json()
+        resp = app_client.post(
+            f"/internal/v1/workers/{worker_id}/heartbeat", content=body, headers=headers
+        )
+        assert resp.status_code == status, (fields, resp.text)
+        assert resp.json()["error"]["param"] == param
+    assert session.scalars(select(Worker)).all() == []

@@ -217,3 +217,20 @@ def test_concurrent_duplicate_posts_store_the_batch_exactly_once(
     with committed_database.session() as s:
         assert s.scalar(select(func.count()).select_from(TelemetryWindowRow)) == 4
         assert s.scalar(select(func.count()).select_from(TelemetryBatchRow)) == 1
+
+
+def test_values_past_the_columns_are_422_naming_the_field(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    headers = internal_headers | {"content-type": "application/json"}
+    too_many = TelemetryBatch(
+        gateway_id="gw", window_start=T0, windows=[window(1, Arm.SPEC, T0, requests=2**31)]
+    )
+    nul = TelemetryBatch(gateway_id="gw\x00x", window_start=T0, windows=[])
+    for batch, param in ((too_many, "windows.0.requests"), (nul, "gateway_id")):
+        resp = app_client.post(
+            "/internal/v1/telemetry", content=batch.model_dump_json(), headers=headers
+        )
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["error"]["param"] == param
+    assert session.scalar(select(func.count()).select_from(TelemetryBatchRow)) == 0
