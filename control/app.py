@@ -5,6 +5,7 @@ from fastapi import FastAPI
 from control.api.handlers import install_error_handlers
 from control.contract import INTERNAL_PREFIX
 from control.db import Database
+from control.observability import install_metrics
 from control.settings import ControlSettings, get_settings
 
 ADMIN_PREFIX = "/admin/v1"
@@ -28,4 +29,5 @@ def create_app(
     install_error_handlers(app)
     app.include_router(admin_router, prefix=ADMIN_PREFIX)
     app.include_router(internal_router, prefix=INTERNAL_PREFIX)
+    install_metrics(app)
     return app

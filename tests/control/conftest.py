@@ -8,11 +8,31 @@ import pytest
 from fastapi.testclient import TestClient
 
 
-def write_model_dir(path: Path, *, vocab_size: int = 256, tokenizer: str = "tok-a") -> Path:
-    """A minimal model directory: what registration reads (config, tokenizer, weights)."""
+def write_model_dir(
+    path: Path,
+    *,
+    vocab_size: int = 64,
+    embedding_size: int | None = None,
+    tokenizer: str = "tok-a",
+    head_dim: int = 32,
+) -> Path:
+    """A minimal HF-format causal LM directory: everything registration reads
+    (config, tokenizer, chat template, weights) and nothing it does not."""
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text(json.dumps({"vocab_size": vocab_size, "head_dim": 32}))
-    (path / "tokenizer.json").write_text(json.dumps({"model": tokenizer}))
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": head_dim * 2,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "head_dim": head_dim,
+        "vocab_size": embedding_size or vocab_size,
+        "max_position_embeddings": 256,
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    vocab = {f"{tokenizer}-{i}": i for i in range(vocab_size)}
+    tok = {"model": {"type": "BPE", "vocab": vocab, "merges": []}, "added_tokens": []}
+    (path / "tokenizer.json").write_text(json.dumps(tok))
     (path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
     (path / "model.safetensors").write_bytes(path.name.encode() * 16)
     return path
@@ -23,7 +43,8 @@ def model_dirs(tmp_path: Path) -> dict[str, str]:
     return {
         "target": str(write_model_dir(tmp_path / "target")),
         "draft": str(write_model_dir(tmp_path / "draft")),
-        "draft_other_vocab": str(write_model_dir(tmp_path / "draft-v", vocab_size=512)),
+        "draft_other_vocab": str(write_model_dir(tmp_path / "draft-v", embedding_size=128)),
+        "draft_bad_head_dim": str(write_model_dir(tmp_path / "draft-h", head_dim=48)),
         "draft_other_tokenizer": str(write_model_dir(tmp_path / "draft-t", tokenizer="tok-b")),
     }
 

@@ -1,7 +1,9 @@
 """Pairs and versions: registration validates artifacts and refuses incompatible pairs."""
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -106,7 +108,7 @@ def test_incompatible_pairs_are_refused_naming_the_mismatch(
     assert vocab.status_code == 422
     assert vocab.json()["error"]["code"] == "pair_incompatible"
     assert vocab.json()["error"]["details"]["mismatch"] == "vocab_size"
-    assert "vocab size differs: target 256, draft 512" in vocab.json()["error"]["message"]
+    assert vocab.json()["error"]["param"] == "draft_ref"
     tokenizer = _register(
         app_client,
         admin_headers,
@@ -115,7 +117,17 @@ def test_incompatible_pairs_are_refused_naming_the_mismatch(
         draft_ref=model_dirs["draft_other_tokenizer"],
     )
     assert tokenizer.status_code == 422
-    assert tokenizer.json()["error"]["details"]["mismatch"] == "tokenizer"
+    assert tokenizer.json()["error"]["details"]["mismatch"] == "tokenizer_hash"
+    head_dim = _register(
+        app_client,
+        admin_headers,
+        pair["id"],
+        target_ref=model_dirs["target"],
+        draft_ref=model_dirs["draft_bad_head_dim"],
+    )
+    assert head_dim.status_code == 422
+    assert head_dim.json()["error"]["code"] == "unsupported_architecture"
+    assert head_dim.json()["error"]["details"]["mismatch"] == "head_dim"
     no_draft = _register(app_client, admin_headers, pair["id"], target_ref=model_dirs["target"])
     assert no_draft.status_code == 422
     assert no_draft.json()["error"]["param"] == "draft_ref"
@@ -123,7 +135,8 @@ def test_incompatible_pairs_are_refused_naming_the_mismatch(
         app_client, admin_headers, pair["id"], method="ngram", target_ref="/nonexistent/model"
     )
     assert missing.status_code == 422
-    assert missing.json()["error"]["details"]["mismatch"] == "missing_artifact"
+    assert missing.json()["error"]["code"] == "missing_artifact"
+    assert missing.json()["error"]["param"] == "target_ref"
     assert session.scalars(select(PairVersion)).all() == []
 
 
@@ -175,3 +188,26 @@ def test_retiring_an_exposed_version_is_409(
     )
     assert response.status_code == 409
     assert response.json()["error"]["details"]["rollouts"] == ["code-tiny"]
+
+
+BUNDLED = Path(__file__).resolve().parents[2] / "engine" / "tiny_pair"
+
+
+@pytest.mark.skipif(
+    not (BUNDLED / "target" / "tokenizer.json").is_file(),
+    reason="the bundled tiny pair has not been built in this checkout",
+)
+def test_the_bundled_tiny_pair_registers(
+    app_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    pair = _pair(app_client, admin_headers, "bundled")
+    response = _register(
+        app_client,
+        admin_headers,
+        pair["id"],
+        target_ref=str(BUNDLED / "target"),
+        draft_ref=str(BUNDLED / "draft"),
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["target_digest"] != body["draft_digest"]

@@ -1,0 +1,108 @@
+"""GET /metrics on the control plane reflects the rows: rollouts, flips, workers."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def scrape(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def test_metrics_follow_rollout_flips_and_heartbeats(
+    app_client: TestClient,
+    admin_headers: dict[str, str],
+    internal_headers: dict[str, str],
+    seeded: dict[str, Any],
+) -> None:
+    rollout = seeded["rollout"]
+    before = scrape(app_client)
+    draft_key = (
+        "specroute_control_rollout_state",
+        (("rollout", "code-tiny"), ("segment", "code"), ("state", "draft")),
+    )
+    assert before[draft_key] == 1.0
+    assert (
+        before[
+            (
+                "specroute_control_rollout_spec_percentage",
+                (("rollout", "code-tiny"), ("segment", "code")),
+            )
+        ]
+        == 0.0
+    )
+
+    started = app_client.post(f"/admin/v1/rollouts/{rollout['id']}/start", headers=admin_headers)
+    assert started.status_code == 200, started.text
+    beat = app_client.post(
+        "/internal/v1/workers/spec-0/heartbeat",
+        headers=internal_headers,
+        json={
+            "pool_id": seeded["spec_pool"]["id"],
+            "endpoint_url": "http://127.0.0.1:1",
+            "healthy": True,
+            "draft_loaded": True,
+            "kv_cache_usage": 0.42,
+            "sent_at": datetime.now(UTC).isoformat(),
+        },
+    )
+    assert beat.status_code == 200, beat.text
+
+    after = scrape(app_client)
+    canary = (
+        "specroute_control_rollout_state",
+        (("rollout", "code-tiny"), ("segment", "code"), ("state", "canary")),
+    )
+    assert after[canary] == 1.0
+    assert after[draft_key] == 0.0
+    assert (
+        after[
+            (
+                "specroute_control_rollout_spec_percentage",
+                (("rollout", "code-tiny"), ("segment", "code")),
+            )
+        ]
+        == 1.0
+    )
+    flips = {k: v for k, v in after.items() if k[0] == "specroute_control_decisions_total"}
+    assert sum(flips.values()) == 1.0
+    assert (
+        after[
+            (
+                "specroute_control_pool_workers",
+                (("health", "healthy"), ("kind", "spec"), ("pool", "tiny-spec")),
+            )
+        ]
+        == 1.0
+    )
+    assert (
+        after[
+            (
+                "specroute_control_pool_workers",
+                (("health", "healthy"), ("kind", "baseline"), ("pool", "tiny-base")),
+            )
+        ]
+        == 0.0
+    )
+    assert (
+        after[
+            (
+                "specroute_control_worker_kv_cache_usage",
+                (("pool", "tiny-spec"), ("worker", "spec-0")),
+            )
+        ]
+        == 0.42
+    )
+    assert (
+        after[("specroute_control_snapshot_version", ())]
+        > before[("specroute_control_snapshot_version", ())]
+    )
