@@ -1,0 +1,136 @@
+"""Prometheus metrics of the control plane, read from SQL at scrape time.
+
+The gateway exports what it measures per request; the control plane exports the
+state it owns: rollouts (state, exposure), decisions (flips) by kind, pool worker
+health and KV-cache usage from the agents' heartbeats, and the snapshot version.
+A custom collector queries the database on each scrape (a handful of small
+aggregate queries), so the numbers can never drift from the rows.
+"""
+
+from collections.abc import Callable, Iterator
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+
+from control.contract import RolloutState
+from control.db import Database
+from control.models import Decision, Pool, Rollout, Segment, Worker
+from control.snapshot.version import current_snapshot_version
+
+PREFIX = "specroute_control_"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ControlCollector(Collector):
+    def __init__(self, database: Callable[[], Database]) -> None:
+        # NOTE: resolved per scrape so the collector follows app.state.database.
+        self.database = database
+
+    def collect(self) -> Iterator[Metric]:
+        with self.database().session() as s:
+            state = GaugeMetricFamily(
+                PREFIX + "rollout_state",
+                "1 for the state each rollout is in, 0 for the others. Unit: boolean.",
+                labels=["rollout", "segment", "state"],
+            )
+            pct = GaugeMetricFamily(
+                PREFIX + "rollout_spec_percentage",
+                "Share of the segment's cohorts exposed to the spec arm (0 unless the "
+                "state exposes). Unit: percent.",
+                labels=["rollout", "segment"],
+            )
+            rows = s.execute(
+                select(Rollout.name, Segment.name, Rollout.state, Rollout.percentage).join(
+                    Segment, Segment.id == Rollout.segment_id
+                )
+            ).all()
+            for rollout, segment, current, percentage in rows:
+                for st in RolloutState:
+                    state.add_metric([rollout, segment, st.value], 1.0 if st == current else 0.0)
+                exposing = RolloutState(current) in {
+                    RolloutState.CANARY,
+                    RolloutState.RAMPING,
+                    RolloutState.FULL,
+                    RolloutState.PROBATION,
+                }
+                pct.add_metric([rollout, segment], float(percentage) if exposing else 0.0)
+            yield state
+            yield pct
+
+            flips = CounterMetricFamily(
+                PREFIX + "decisions",
+                "Rollout flips stored as decision rows, by kind and actor "
+                "(automation|admin:...). Unit: decisions. Flip rate: "
+                "sum by (kind) (increase(specroute_control_decisions_total[1h])).",
+                labels=["kind", "to_state", "actor_type"],
+            )
+            actor_type = func.substr(Decision.actor, 1, 10)
+            for kind, to_state, actor, n in s.execute(
+                select(Decision.kind, Decision.to_state, actor_type, func.count()).group_by(
+                    Decision.kind, Decision.to_state, actor_type
+                )
+            ).all():
+                kind_of_actor = "automation" if str(actor).startswith("automation") else "admin"
+                flips.add_metric([kind, to_state, kind_of_actor], float(n))
+            yield flips
+
+            workers = GaugeMetricFamily(
+                PREFIX + "pool_workers",
+                "Registered workers per pool by health as last reported (healthy|unhealthy). "
+                "Unit: workers. Spec pool down: healthy == 0.",
+                labels=["pool", "kind", "health"],
+            )
+            kv = GaugeMetricFamily(
+                PREFIX + "worker_kv_cache_usage",
+                "KV-cache usage a worker's agent last reported (vLLM kv_cache_usage_perc). "
+                "Unit: ratio 0..1.",
+                labels=["pool", "worker"],
+            )
+            pools = s.execute(select(Pool.id, Pool.name, Pool.pair_version_id)).all()
+            counts: dict[tuple[int, bool], int] = {}
+            for pool_id, healthy, n in s.execute(
+                select(Worker.pool_id, Worker.healthy, func.count()).group_by(
+                    Worker.pool_id, Worker.healthy
+                )
+            ).all():
+                counts[(pool_id, bool(healthy))] = int(n)
+            for pool_id, name, pair_version_id in pools:
+                kind = "baseline" if pair_version_id is None else "spec"
+                workers.add_metric([name, kind, "healthy"], counts.get((pool_id, True), 0))
+                workers.add_metric([name, kind, "unhealthy"], counts.get((pool_id, False), 0))
+            for pool_name, worker_id, usage in s.execute(
+                select(Pool.name, Worker.id, Worker.kv_cache_usage).join(
+                    Pool, Pool.id == Worker.pool_id
+                )
+            ).all():
+                kv.add_metric([pool_name, worker_id], float(usage))
+            yield workers
+            yield kv
+
+            version = GaugeMetricFamily(
+                PREFIX + "snapshot_version",
+                "Current policy snapshot version in the database. Unit: version number.",
+            )
+            version.add_metric([], float(current_snapshot_version(s)))
+            yield version
+
+
+router = APIRouter()
+
+
+@router.get("/metrics", include_in_schema=False)
+def metrics(request: Request) -> Response:
+    registry: CollectorRegistry = request.app.state.metrics_registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE)
+
+
+def install_metrics(app: FastAPI) -> CollectorRegistry:
+    """Serve the control plane's metrics on GET /metrics (no auth: no secrets, no text)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ControlCollector(lambda: app.state.database))
+    app.state.metrics_registry = registry
+    app.include_router(router)
+    return registry
