@@ -70,11 +70,6 @@ def create_celery_app(
         broker=settings.resolved_broker_url(),
         backend=settings.resolved_result_backend(),
     )
-    broker_options: dict[str, Any] = {}
-    if app.conf.broker_url.startswith(("sqla+", "sqlalchemy+")):
-        # NOTE: the SQL transport polls; 1 s (kombu's default) would add a second
-        # of latency to every flip the tests wait on, and the query is cheap.
-        broker_options["polling_interval"] = 0.2
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -87,7 +82,6 @@ def create_celery_app(
         enable_utc=True,
         result_extended=True,
         broker_connection_retry_on_startup=True,
-        broker_transport_options=broker_options,
         beat_schedule=beat_schedule(settings),
         # The beat schedule file lives with the other embedded state.
         beat_schedule_filename=str(settings.data_dir / "celerybeat-schedule"),
