@@ -34,3 +34,24 @@ def distill_loss(
         teacher = logits_of(target, inputs)  # [batch, seq, vocab]
     student = logits_of(draft, inputs)  # [batch, seq, vocab]
     return kl_to_target(teacher, student)
+
+
+@torch.no_grad()
+def target_rollouts(target: LlamaForCausalLM, prompts: torch.Tensor, length: int) -> torch.Tensor:
+    """Greedy continuations of [batch, prompt_len] prompts, returned as [batch, length].
+
+    NOTE: at temperature 0 the draft is judged only along the target's own greedy
+    path, which drifts away from human-written text; distilling on that path as
+    well (sequence-level distillation) trains the draft where it is evaluated.
+    """
+    assert prompts.ndim == 2 and prompts.shape[1] < length
+    new_tokens = length - prompts.shape[1]
+    out: torch.Tensor = target.generate(
+        input_ids=prompts,
+        attention_mask=torch.ones_like(prompts),
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+    )
+    assert out.shape == (prompts.shape[0], length)
+    return out

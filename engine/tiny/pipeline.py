@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 
 from engine.tiny import corpus as corpus_mod
 from engine.tiny.data import TokenStream, WindowSampler, fixed_windows
-from engine.tiny.distill import distill_loss, kl_to_target
+from engine.tiny.distill import distill_loss, kl_to_target, target_rollouts
 from engine.tiny.evaluate import AcceptanceEstimate, estimate_greedy, estimate_sampled
 from engine.tiny.loop import LoopResult, LoopSettings, run_loop
 from engine.tiny.models import (
@@ -47,10 +47,13 @@ class TrainTinySettings:
     seq_len: int = 256
     batch_size: int = 8
     prose_fraction: float = 0.2
-    target_steps: int = 300
+    target_steps: int = 240
     target_lr: float = 2e-3
-    draft_steps: int = 400
+    draft_steps: int = 360
     draft_lr: float = 3e-3
+    rollouts: int = 96  # greedy target continuations of code prompts, for the draft
+    rollout_prompt_len: int = 64
+    rollout_fraction: float = 0.5  # share of each draft batch taken from the rollouts
     minutes: float = 35.0  # safety net; see run_loop
     eval_prompts: int = 16
     eval_new_tokens: int = 48
@@ -118,12 +121,30 @@ def train_tiny(s: TrainTinySettings, log: Callable[[str], None] = print) -> dict
     # --- draft: KL to the target's soft distribution --------------------------
     for p in target.parameters():
         p.requires_grad_(False)
+    rollout_started = time.monotonic()
+    code_only = WindowSampler(
+        streams["train", "code"],
+        streams["train", "prose"],
+        s.rollout_prompt_len - 1,
+        0.0,
+        s.seed + 2,
+    )
+    rollouts = target_rollouts(target, code_only.batch(s.rollouts), s.seq_len + 1)
+    rollout_generator = torch.Generator().manual_seed(s.seed + 3)
+    n_rollout_rows = round(s.batch_size * s.rollout_fraction)
+    log(f"rollouts: {tuple(rollouts.shape)} in {time.monotonic() - rollout_started:.0f}s")
+
+    def draft_batch() -> torch.Tensor:
+        rows = torch.randint(0, rollouts.shape[0], (n_rollout_rows,), generator=rollout_generator)
+        corpus_rows = sampler.batch(s.batch_size - n_rollout_rows)
+        return torch.cat([corpus_rows, rollouts[rows]])  # [batch, seq_len + 1]
+
     draft = build_model(DRAFT_SHAPE, s.vocab_size, MAX_POSITIONS, eos_id, s.seed + 1)
     log(f"draft: {parameter_count(draft):,} parameters, {DRAFT_SHAPE.as_dict()}")
     draft_result = run_loop(
         "draft",
         draft,
-        lambda _step: distill_loss(target, draft, sampler.batch(s.batch_size)),
+        lambda _step: distill_loss(target, draft, draft_batch()),
         LoopSettings(steps=s.draft_steps, lr=s.draft_lr, warmup_steps=max(1, s.draft_steps // 15)),
         deadline - 60,
         log,
