@@ -64,12 +64,22 @@ def render_control_error(exc: ControlError) -> JSONResponse:
 
 
 def _is_connect_failure(exc: DBAPIError) -> bool:
-    # NOTE: OperationalError also covers deadlocks and lock timeouts; only a
-    # failed connection is an outage. SQLAlchemy flags dropped ones as invalidated.
+    # NOTE: OperationalError also covers bad SQL; only a failed connection is an
+    # outage. SQLAlchemy flags dropped connections as invalidated.
     if exc.connection_invalidated:
         return True
     text = str(exc.orig).lower()
     return isinstance(exc, OperationalError) and ("connect" in text or "unable to open" in text)
+
+
+def _is_contention(exc: DBAPIError) -> bool:
+    """Lock waits that ran out (SQLite busy timeout, PostgreSQL deadlock or
+    serialization failure): transient, so 503 + Retry-After, not a defect."""
+    text = str(exc.orig).lower()
+    return any(
+        marker in text
+        for marker in ("database is locked", "deadlock detected", "could not serialize")
+    )
 
 
 async def _control_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -128,6 +138,12 @@ async def _database_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DBAPIError)
     if _is_connect_failure(exc):
         return render_control_error(DependencyUnavailable("the control database is unreachable"))
+    if _is_contention(exc):
+        return render_control_error(
+            DependencyUnavailable(
+                "the control database is busy", code="database_busy", retry_after_s=1
+            )
+        )
     log.exception("database error", exc_info=exc)
     return render(500, "internal database error", "internal_error", "internal_error")
 
