@@ -6,19 +6,21 @@ the tenant and its key are made through the admin API, as an admin would.
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.fixtures.services import require_redis
 from tests.gateway.server import GatewayServer, run_gateway, serve_app
 
 ADMIN = "e2e-admin-token"
 INTERNAL = "e2e-internal-token"
 
 
-@pytest.fixture
-def control_url(tmp_path: Path) -> Iterator[str]:
+@contextmanager
+def _control(tmp_path: Path, redis_url: str | None = None) -> Iterator[str]:
     from control.app import create_app
     from control.migrate import upgrade
     from control.settings import ControlSettings
@@ -26,9 +28,19 @@ def control_url(tmp_path: Path) -> Iterator[str]:
     db_url = f"sqlite:///{tmp_path / 'control.db'}"
     upgrade(db_url)
     settings = ControlSettings(
-        data_dir=tmp_path, database_url=db_url, admin_token=ADMIN, internal_token=INTERNAL
+        data_dir=tmp_path,
+        database_url=db_url,
+        admin_token=ADMIN,
+        internal_token=INTERNAL,
+        redis_url=redis_url,
     )
     with serve_app(create_app(settings)) as url:
+        yield url
+
+
+@pytest.fixture
+def control_url(tmp_path: Path) -> Iterator[str]:
+    with _control(tmp_path) as url:
         yield url
 
 
@@ -83,3 +95,26 @@ def test_gateway_follows_control_snapshot(tmp_path: Path, control_url: str) -> N
         assert _version(gw) > version
         # One poll interval plus a round trip.
         assert flip_s < 2.0
+
+
+@pytest.mark.redis
+def test_control_change_notification_beats_the_poll_interval(tmp_path: Path) -> None:
+    redis_url = require_redis()
+    with _control(tmp_path, redis_url) as url:
+        _new_tenant_key(url, "acme")
+        # A 30 s poll: only control's Redis notification can bring the change in time.
+        with run_gateway(
+            tmp_path,
+            None,
+            control_url=url,
+            internal_token=INTERNAL,
+            snapshot_poll_seconds=30.0,
+            redis_url=redis_url,
+        ) as gw:
+            time.sleep(0.5)  # let the subscription settle
+            flips = []
+            for i in range(5):
+                flips.append(_wait_for_key(gw, _new_tenant_key(url, f"t{i}"), 5.0))
+            assert gw.app.state.poller.notifications >= 5
+            print(f"control->gateway flip latencies (s): {sorted(round(f, 3) for f in flips)}")
+            assert max(flips) < 2.0, flips
