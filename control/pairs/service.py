@@ -66,6 +66,7 @@ def create_pair(session: Session, body: PairCreate, *, actor: str) -> Pair:
         entity_id=pair.id,
         after=_pair_state(pair),
     )
+    bump_snapshot_version(session)
     return pair
 
 
@@ -83,6 +84,7 @@ def update_pair(session: Session, pair_id: int, body: PairUpdate, *, actor: str)
         before=before,
         after=_pair_state(pair),
     )
+    bump_snapshot_version(session)
     return pair
 
 
@@ -103,6 +105,7 @@ def delete_pair(session: Session, pair_id: int, *, actor: str) -> None:
         entity_id=pair_id,
         before=before,
     )
+    bump_snapshot_version(session)
 
 
 def register_version(

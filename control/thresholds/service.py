@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from control.audit.service import record_audit
 from control.errors import Conflict, NotFound
 from control.models import ThresholdSet
+from control.snapshot.version import bump_snapshot_version
 from control.thresholds import repository as repo
 from control.thresholds.schemas import ThresholdSetChange, ThresholdSetCreate, ThresholdValues
 
@@ -48,6 +49,7 @@ def create_set(session: Session, body: ThresholdSetCreate, *, actor: str) -> Thr
         entity_id=row.id,
         after={"name": row.name, "version": 1, **_values(row)},
     )
+    bump_snapshot_version(session)
     return row
 
 
@@ -73,4 +75,5 @@ def change_set(
         before={"id": base.id, "version": base.version, **_values(base)},
         after={"id": row.id, "version": row.version, **values},
     )
+    bump_snapshot_version(session)
     return row

@@ -15,6 +15,7 @@ from tests.control.conftest import THRESHOLDS
 def test_threshold_change_creates_a_new_version(
     app_client: TestClient, admin_headers: dict[str, str], session: Session
 ) -> None:
+    snapshot_before = current_snapshot_version(session)
     first = app_client.post(
         "/admin/v1/threshold-sets", json={"name": "strict", **THRESHOLDS}, headers=admin_headers
     )
@@ -32,6 +33,7 @@ def test_threshold_change_creates_a_new_version(
         select(ThresholdSet).where(ThresholdSet.name == "strict").order_by(ThresholdSet.version)
     ).all()
     assert [(r.version, r.min_speedup) for r in rows] == [(1, 1.1), (2, 1.3)]
+    assert current_snapshot_version(session) == snapshot_before + 2
     duplicate = app_client.post(
         "/admin/v1/threshold-sets", json={"name": "strict", **THRESHOLDS}, headers=admin_headers
     )
