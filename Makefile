@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.specroute-installed
 EXTRAS ?= cpu,dev
 
-.PHONY: install test lint typecheck pytest services demo clean
+.PHONY: install test lint typecheck pytest services tools demo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,15 @@ install: $(STAMP)
 services:
 	bash .ci/services.sh
 
+# promtool (Debian's prometheus package) for the alert-rule unit tests and the
+# Prometheus scrape test. Installs only when missing; needs root, as CI has.
+tools:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus package (promtool)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    --no-install-recommends prometheus >/dev/null) \
+	  || echo "could not install prometheus: promtool tests skip (and fail under CI)"; }
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -32,7 +41,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy gateway control engine bench
 
-pytest: install services
+pytest: install services tools
 	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)
 
 test: lint typecheck pytest

@@ -1,0 +1,171 @@
+"""Builds the Grafana dashboard JSON from one list of panels.
+
+`python dashboards/generate.py` rewrites dashboards/specroute.json; a test
+checks the committed file is current and that every expression returns series
+from a real Prometheus scraping a gateway and a control plane.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+OUTPUT = HERE / "specroute.json"
+
+# (title, unit, [(expr, legend)], description)
+PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
+    (
+        "Draft acceptance rate by segment",
+        "percentunit",
+        [("segment:specroute_acceptance_rate:ratio_rate5m", "{{segment}} pv{{pair_version}}")],
+        "Accepted / drafted tokens on the spec arm (5 m rate).",
+    ),
+    (
+        "Acceptance by draft position",
+        "percentunit",
+        [
+            (
+                "sum by (segment, position) "
+                "(rate(specroute_gateway_spec_accepted_tokens_by_position_total[5m])) "
+                "/ ignoring (position) group_left "
+                "sum by (segment) (rate(specroute_gateway_spec_drafts_total[5m]))",
+                "{{segment}} pos {{position}}",
+            )
+        ],
+        "Share of drafts whose token at this position was accepted.",
+    ),
+    (
+        "Mean acceptance length",
+        "short",
+        [("segment:specroute_mean_acceptance_length:rate5m", "{{segment}}")],
+        "1 + accepted / drafts: tokens emitted per target pass.",
+    ),
+    (
+        "Target passes per emitted token (spec arm)",
+        "short",
+        [("segment:specroute_target_passes_per_token:ratio_rate5m", "{{segment}}")],
+        "Drafts (verification passes) / completion tokens; 1.0 means no gain.",
+    ),
+    (
+        "TPOT p50: spec vs baseline",
+        "s",
+        [("segment_arm:specroute_tpot_seconds:p50_5m", "{{segment}} {{arm}}")],
+        "Time per output token after the first, median over 5 m.",
+    ),
+    (
+        "TTFT p50: spec vs baseline",
+        "s",
+        [("segment_arm:specroute_ttft_seconds:p50_5m", "{{segment}} {{arm}}")],
+        "Time to first token at the gateway, median over 5 m.",
+    ),
+    (
+        "Arm shares by segment",
+        "percentunit",
+        [("segment_arm:specroute_request_share:rate5m", "{{segment}} {{arm}}")],
+        "Share of each segment's finished requests served by each arm.",
+    ),
+    (
+        "Routing decisions by reason",
+        "reqps",
+        [
+            (
+                "sum by (reason, arm) (rate(specroute_gateway_decisions_total[5m]))",
+                "{{reason}} → {{arm}}",
+            )
+        ],
+        "Why requests went where they went.",
+    ),
+    (
+        "Flips over time",
+        "short",
+        [("sum by (kind) (increase(specroute_control_decisions_total[15m]))", "{{kind}}")],
+        "Rollout flips (decision rows) by kind, per 15 m.",
+    ),
+    (
+        "Spec exposure by rollout",
+        "percent",
+        [("specroute_control_rollout_spec_percentage", "{{rollout}}")],
+        "Share of each segment's cohorts on the spec arm.",
+    ),
+    (
+        "KV-cache usage per pool",
+        "percentunit",
+        [("max by (pool) (specroute_control_worker_kv_cache_usage)", "{{pool}}")],
+        "Highest KV-cache usage reported by the pool's workers.",
+    ),
+    (
+        "Healthy workers per pool",
+        "short",
+        [('sum by (pool) (specroute_control_pool_workers{health="healthy"})', "{{pool}}")],
+        "Workers whose last heartbeat was healthy.",
+    ),
+    (
+        "Snapshot age at gateways",
+        "s",
+        [("specroute_gateway_snapshot_age_seconds", "{{instance}}")],
+        "Past the TTL a gateway fails safe to the baseline arm.",
+    ),
+    (
+        "Quota rejections",
+        "reqps",
+        [("sum by (tenant) (rate(specroute_gateway_quota_rejections_total[5m]))", "{{tenant}}")],
+        "429s from spent weighted-token budgets.",
+    ),
+    (
+        "Error ratio by arm",
+        "percentunit",
+        [("segment_arm:specroute_error_ratio:rate5m", "{{segment}} {{arm}}")],
+        "Errors / finished requests (5 m rate).",
+    ),
+]
+
+
+def panel(
+    i: int, title: str, unit: str, targets: list[tuple[str, str]], desc: str
+) -> dict[str, Any]:
+    return {
+        "id": i + 1,
+        "type": "timeseries",
+        "title": title,
+        "description": desc,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"h": 8, "w": 12, "x": (i % 2) * 12, "y": (i // 2) * 8},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {"legend": {"displayMode": "table", "placement": "bottom"}},
+        "targets": [
+            {"refId": chr(ord("A") + j), "expr": expr, "legendFormat": legend}
+            for j, (expr, legend) in enumerate(targets)
+        ],
+    }
+
+
+def build() -> dict[str, Any]:
+    return {
+        "uid": "specroute-overview",
+        "title": "specroute: speculative decoding overview",
+        "tags": ["specroute"],
+        "schemaVersion": 39,
+        "version": 1,
+        "time": {"from": "now-1h", "to": "now"},
+        "refresh": "30s",
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "label": "Prometheus",
+                }
+            ]
+        },
+        "panels": [panel(i, *p) for i, p in enumerate(PANELS)],
+    }
+
+
+def expressions(dashboard: dict[str, Any]) -> list[str]:
+    return [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+
+
+if __name__ == "__main__":
+    OUTPUT.write_text(json.dumps(build(), indent=2, ensure_ascii=False) + "\n")
+    print(f"wrote {OUTPUT}")
