@@ -92,10 +92,10 @@ def retire_version(
     pair_id: IdPath,
     version_id: IdPath,
     session: SessionDep,
-    principal: Writer,
+    idem: IdempotencyDep,
     reason: str | None = Body(default=None, embed=True, max_length=1000),
-) -> PairVersion:
+) -> JSONResponse:
     version = service.retire_version(
-        session, pair_id, version_id, actor=principal.actor, reason=reason
+        session, pair_id, version_id, actor=idem.principal.actor, reason=reason
     )
-    return PairVersion.model_validate(version)
+    return idem.remember(PairVersion.model_validate(version), status_code=200)

@@ -93,21 +93,22 @@ def act_on_rollout(
     rollout_id: IdPath,
     action: RolloutAction,
     session: SessionDep,
-    principal: Writer,
-    response: Response,
+    idem: IdempotencyDep,
     expected: Annotated[int | None, Depends(if_match)],
     body: RolloutActionBody | None = None,
-) -> Rollout:
+) -> JSONResponse:
+    # NOTE: with an Idempotency-Key a retried `promote` replays instead of promoting twice.
     rollout = service.transition_rollout(
         session,
         rollout_id,
         action,
         expected_version=expected,
-        actor=principal.actor,
+        actor=idem.principal.actor,
         reason=body.reason if body else None,
         evidence=None,
         task_id=None,
         kind=None,
     )
-    set_etag(response, rollout.version)
-    return Rollout.of(rollout)
+    return idem.remember(
+        Rollout.of(rollout), status_code=200, headers={"ETag": etag(rollout.version)}
+    )

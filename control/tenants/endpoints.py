@@ -91,10 +91,11 @@ def create_key(
     response_model=ApiKey,
     responses=error_responses(404),
 )
-def revoke_key(tenant_id: IdPath, key_id: IdPath, session: SessionDep, principal: Writer) -> ApiKey:
-    return ApiKey.model_validate(
-        service.revoke_key(session, tenant_id, key_id, actor=principal.actor)
-    )
+def revoke_key(
+    tenant_id: IdPath, key_id: IdPath, session: SessionDep, idem: IdempotencyDep
+) -> JSONResponse:
+    key = service.revoke_key(session, tenant_id, key_id, actor=idem.principal.actor)
+    return idem.remember(ApiKey.model_validate(key), status_code=200)
 
 
 @router.get("/admin-tokens", response_model=list[AdminToken], responses=error_responses())
@@ -122,7 +123,6 @@ def create_admin_token(
     response_model=AdminToken,
     responses=error_responses(404),
 )
-def revoke_admin_token(token_id: IdPath, session: SessionDep, principal: Writer) -> AdminToken:
-    return AdminToken.model_validate(
-        service.revoke_admin_token(session, token_id, actor=principal.actor)
-    )
+def revoke_admin_token(token_id: IdPath, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
+    token = service.revoke_admin_token(session, token_id, actor=idem.principal.actor)
+    return idem.remember(AdminToken.model_validate(token), status_code=200)

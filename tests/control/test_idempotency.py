@@ -1,10 +1,12 @@
 """Idempotency-Key: a replay returns the stored response and changes nothing."""
 
+from typing import Any
+
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from control.models import ApiKey, AuditEvent, IdempotencyRecord, Pair
+from control.models import ApiKey, AuditEvent, Decision, IdempotencyRecord, Pair, Rollout
 
 
 def test_replay_returns_the_stored_response_and_writes_nothing(
@@ -60,3 +62,26 @@ def test_replayed_key_creation_never_reveals_the_key_again(
     record = session.scalars(select(IdempotencyRecord)).one()
     assert secret not in str(record.response_body)
     assert len(session.scalars(select(ApiKey)).all()) == 1
+
+
+def test_a_retried_promote_with_the_same_key_promotes_once(
+    app_client: TestClient,
+    admin_headers: dict[str, str],
+    seeded: dict[str, Any],
+    session: Session,
+) -> None:
+    rid = seeded["rollout"]["id"]
+    assert app_client.post(f"/admin/v1/rollouts/{rid}/start", headers=admin_headers).is_success
+    headers = {**admin_headers, "Idempotency-Key": "promote-once"}
+    first = app_client.post(f"/admin/v1/rollouts/{rid}/promote", headers=headers)
+    retry = app_client.post(f"/admin/v1/rollouts/{rid}/promote", headers=headers)
+    assert first.status_code == retry.status_code == 200
+    assert retry.headers["Idempotent-Replayed"] == "true"
+    assert retry.headers["ETag"] == first.headers["ETag"] == '"3"'
+    assert (retry.json()["state"], retry.json()["percentage"]) == ("ramping", 5.0)
+    rollout = session.get(Rollout, rid)
+    assert rollout is not None
+    session.refresh(rollout)
+    assert (rollout.version, rollout.percentage) == (3, 5.0)
+    promotions = session.scalars(select(Decision).where(Decision.kind == "manual_promote")).all()
+    assert len(promotions) == 1
