@@ -228,6 +228,10 @@ def heartbeat(
 
 def run_task(app: Celery, name: str, *args: Any, task_id: str | None = None) -> Any:
     """Send through the broker to the real worker and wait for its result."""
+    if task_id is not None:
+        # A second delivery of the same id would otherwise read the first run's
+        # stored result instead of waiting for its own.
+        app.AsyncResult(task_id).forget()
     result = app.send_task(task_name(name), args=list(args), task_id=task_id)
     return result.get(timeout=TASK_TIMEOUT_S, interval=0.05)
 
