@@ -118,9 +118,15 @@ class TenantSpec(BaseModel):
 
 
 class QuotaWeights(BaseModel):
-    prompt: float = Field(default=1.0, ge=0.0)
-    completion: float = Field(default=1.0, ge=0.0)
-    rejected_draft: float = Field(default=0.0, ge=0.0)
+    prompt: float = Field(default=1.0, ge=0.0, description="Quota weight of a prompt token.")
+    completion: float = Field(
+        default=1.0, ge=0.0, description="Quota weight of a completion token."
+    )
+    rejected_draft: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Quota weight of a drafted token the target rejected (wasted draft work).",
+    )
 
 
 class PolicySnapshot(BaseModel):

@@ -1,0 +1,345 @@
+"""Generates docs/configuration.md and docs/metrics.md from the code.
+
+The configuration reference is read off the pydantic-settings classes (env var,
+type, default, description); the metrics catalog joins each live metric's name,
+type, labels and help text with the catalog entries below (numerator,
+denominator, unit, window, PromQL). A test fails when a metric has no entry
+or the committed files are stale: `python docs/generate.py` rewrites them.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
+from pydantic_settings import BaseSettings
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Entry:
+    numerator: str
+    denominator: str
+    unit: str
+    window: str
+    promql: str
+
+
+# NOTE: one entry per metric family; the test keeps this in step with the code.
+CATALOG: dict[str, Entry] = {
+    "specroute_gateway_requests": Entry(
+        "finished requests",
+        "—",
+        "requests",
+        "cumulative; rate over 5m",
+        'sum by (segment, arm) (rate(specroute_gateway_requests_total{outcome="error"}[5m])) '
+        "/ sum by (segment, arm) (rate(specroute_gateway_requests_total[5m]))",
+    ),
+    "specroute_gateway_tokens": Entry(
+        "prompt or completion tokens (kind label) the engine reported in usage",
+        "—",
+        "tokens",
+        "cumulative; rate over 1m",
+        "sum by (kind) (rate(specroute_gateway_tokens_total[1m]))",
+    ),
+    "specroute_gateway_spec_drafts": Entry(
+        "draft proposals = target verification passes on the spec arm",
+        "—",
+        "drafts",
+        "cumulative; rate over 5m",
+        "1 + sum(rate(specroute_gateway_spec_accepted_tokens_total[5m])) "
+        "/ sum(rate(specroute_gateway_spec_drafts_total[5m]))",
+    ),
+    "specroute_gateway_spec_drafted_tokens": Entry(
+        "draft tokens proposed",
+        "—",
+        "tokens",
+        "cumulative; rate over 5m",
+        "sum by (segment) (rate(specroute_gateway_spec_drafted_tokens_total[5m]))",
+    ),
+    "specroute_gateway_spec_accepted_tokens": Entry(
+        "draft tokens the target accepted",
+        "drafted tokens (acceptance rate)",
+        "tokens",
+        "cumulative; rate over 5m",
+        "sum by (segment) (rate(specroute_gateway_spec_accepted_tokens_total[5m])) "
+        "/ sum by (segment) (rate(specroute_gateway_spec_drafted_tokens_total[5m]))",
+    ),
+    "specroute_gateway_spec_accepted_tokens_by_position": Entry(
+        "accepted draft tokens at a draft position",
+        "drafts (share of drafts accepted at that position)",
+        "tokens",
+        "cumulative; rate over 5m",
+        "sum by (segment, position) "
+        "(rate(specroute_gateway_spec_accepted_tokens_by_position_total[5m])) "
+        "/ ignoring (position) group_left "
+        "sum by (segment) (rate(specroute_gateway_spec_drafts_total[5m]))",
+    ),
+    "specroute_gateway_ttft_seconds": Entry(
+        "time from request arrival to the first content chunk",
+        "—",
+        "seconds",
+        "histogram; quantile over 5m",
+        "histogram_quantile(0.5, sum by (le, segment, arm) "
+        "(rate(specroute_gateway_ttft_seconds_bucket[5m])))",
+    ),
+    "specroute_gateway_tpot_seconds": Entry(
+        "end-to-end minus TTFT",
+        "completion tokens − 1",
+        "seconds per token",
+        "histogram; quantile over 5m",
+        "histogram_quantile(0.5, sum by (le, segment, arm) "
+        "(rate(specroute_gateway_tpot_seconds_bucket[5m])))",
+    ),
+    "specroute_gateway_e2e_seconds": Entry(
+        "request arrival to last byte",
+        "—",
+        "seconds",
+        "histogram; quantile over 5m",
+        "histogram_quantile(0.99, sum by (le, arm) "
+        "(rate(specroute_gateway_e2e_seconds_bucket[5m])))",
+    ),
+    "specroute_gateway_decisions": Entry(
+        "routing decisions by reason and arm",
+        "all decisions (arm share)",
+        "decisions",
+        "cumulative; rate over 5m",
+        'sum(rate(specroute_gateway_decisions_total{arm="spec"}[5m])) '
+        "/ sum(rate(specroute_gateway_decisions_total[5m]))",
+    ),
+    "specroute_gateway_snapshot_version": Entry(
+        "version of the snapshot the gateway routes on",
+        "—",
+        "version",
+        "instant",
+        "max by (instance) (specroute_gateway_snapshot_version)",
+    ),
+    "specroute_gateway_snapshot_age_seconds": Entry(
+        "now − the snapshot's generated_at",
+        "—",
+        "seconds",
+        "instant",
+        "max by (instance) (specroute_gateway_snapshot_age_seconds)",
+    ),
+    "specroute_gateway_quota_rejections": Entry(
+        "requests refused with 429 (weighted-token budget spent)",
+        "—",
+        "requests",
+        "cumulative; rate over 5m",
+        "sum by (tenant) (rate(specroute_gateway_quota_rejections_total[5m]))",
+    ),
+    "specroute_gateway_outstanding_requests": Entry(
+        "requests in flight to a worker",
+        "—",
+        "requests",
+        "instant",
+        "sum by (pool) (specroute_gateway_outstanding_requests)",
+    ),
+    "specroute_gateway_telemetry_batches_flushed": Entry(
+        "telemetry batches acknowledged by control",
+        "—",
+        "batches",
+        "cumulative; increase over 1h",
+        "increase(specroute_gateway_telemetry_batches_flushed_total[1h])",
+    ),
+    "specroute_gateway_telemetry_batches_dropped": Entry(
+        "telemetry batches never delivered, by reason",
+        "—",
+        "batches",
+        "cumulative; increase over 1h",
+        "sum by (reason) (increase(specroute_gateway_telemetry_batches_dropped_total[1h]))",
+    ),
+    "specroute_gateway_telemetry_batches_pending": Entry(
+        "telemetry batches waiting for delivery",
+        "—",
+        "batches",
+        "instant",
+        "max by (instance) (specroute_gateway_telemetry_batches_pending)",
+    ),
+    "specroute_control_rollout_state": Entry(
+        "1 for the rollout's current state",
+        "—",
+        "boolean",
+        "instant (read from SQL per scrape)",
+        'changes(specroute_control_rollout_state{state="disabled"}[1h])',
+    ),
+    "specroute_control_rollout_spec_percentage": Entry(
+        "share of the segment's cohorts on the spec arm",
+        "—",
+        "percent",
+        "instant (read from SQL per scrape)",
+        "specroute_control_rollout_spec_percentage",
+    ),
+    "specroute_control_decisions": Entry(
+        "decision rows (flips) by kind, target state and actor type",
+        "—",
+        "decisions",
+        "cumulative (row count); increase over 15m",
+        "sum by (kind) (increase(specroute_control_decisions_total[15m]))",
+    ),
+    "specroute_control_pool_workers": Entry(
+        "registered workers by pool and last reported health",
+        "—",
+        "workers",
+        "instant (read from SQL per scrape)",
+        'sum by (pool) (specroute_control_pool_workers{kind="spec", health="healthy"}) == 0',
+    ),
+    "specroute_control_worker_kv_cache_usage": Entry(
+        "KV-cache usage last reported by the worker's agent",
+        "—",
+        "ratio 0..1",
+        "instant (last heartbeat)",
+        "max by (pool) (specroute_control_worker_kv_cache_usage)",
+    ),
+    "specroute_control_snapshot_version": Entry(
+        "current snapshot version in the database",
+        "—",
+        "version",
+        "instant",
+        "specroute_control_snapshot_version",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str
+    kind: str
+    labels: tuple[str, ...]
+    help: str
+
+
+def gateway_metrics() -> list[MetricInfo]:
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from gateway.metrics import GatewayMetrics
+
+    m = GatewayMetrics(top_k_segments=1)
+    out = []
+    for value in vars(m).values():
+        if isinstance(value, MetricWrapperBase):
+            out.append(
+                MetricInfo(
+                    value._name, str(value._type), tuple(value._labelnames), value._documentation
+                )
+            )
+    return out
+
+
+def control_metrics() -> list[MetricInfo]:
+    from control.db import Database
+    from control.models import Base
+    from control.observability import ControlCollector
+
+    db = Database("sqlite://")
+    Base.metadata.create_all(db.engine)
+    out = []
+    for fam in ControlCollector(lambda: db).collect():
+        labels: tuple[str, ...] = tuple(getattr(fam, "_labelnames", ()))
+        out.append(MetricInfo(fam.name, fam.type, labels, fam.documentation))
+    db.dispose()
+    return out
+
+
+def all_metrics() -> list[MetricInfo]:
+    return gateway_metrics() + control_metrics()
+
+
+def metrics_markdown() -> str:
+    lines = [
+        "# Metrics catalog",
+        "",
+        "Generated by `python docs/generate.py` from the live metric definitions; do not edit.",
+        "Gateway metrics are served on the gateway's `GET /metrics`; control-plane metrics on",
+        "the control plane's `GET /metrics` (read from SQL at scrape time). Counters carry the",
+        "`_total` suffix in the exposition. Segment and tenant labels are capped to a top-K",
+        "plus `other` so label sets stay bounded.",
+        "",
+    ]
+    for info in all_metrics():
+        entry = CATALOG[info.name]
+        exposed = info.name + ("_total" if info.kind == "counter" else "")
+        lines += [
+            f"## `{exposed}`",
+            "",
+            info.help,
+            "",
+            "| | |",
+            "|---|---|",
+            f"| type | {info.kind} |",
+            f"| labels | {', '.join(f'`{label}`' for label in info.labels) or '—'} |",
+            f"| numerator | {entry.numerator} |",
+            f"| denominator | {entry.denominator} |",
+            f"| unit | {entry.unit} |",
+            f"| window | {entry.window} |",
+            "",
+            "```promql",
+            entry.promql,
+            "```",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _env_rows(cls: type[BaseModel], prefix: str) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for name, field in cls.model_fields.items():
+        env = (prefix + name).upper()
+        ann = field.annotation
+        if (
+            isinstance(ann, type)
+            and issubclass(ann, BaseModel)
+            and not issubclass(ann, BaseSettings)
+        ):
+            rows += _env_rows(ann, env + "__")
+            continue
+        if field.default_factory is not None:
+            default = "(computed)"
+        else:
+            value: Any = field.default
+            if isinstance(value, SecretStr):
+                value = "(dev default; set in production)"
+            default = "unset" if value is None else f"`{value}`"
+        type_name = getattr(ann, "__name__", str(ann)).replace("typing.", "").replace("|", "or")
+        rows.append((env, type_name, default, (field.description or "").replace("|", "\\|")))
+    return rows
+
+
+def settings_classes() -> list[tuple[str, type[BaseSettings], str]]:
+    from control.settings import ControlSettings
+    from gateway.settings import GatewaySettings
+
+    return [
+        ("Control plane and automation", ControlSettings, "SPECROUTE_"),
+        ("Gateway", GatewaySettings, "SPECROUTE_GATEWAY_"),
+    ]
+
+
+def configuration_markdown() -> str:
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated by `python docs/generate.py` from the settings classes; do not edit.",
+        "Every setting is an environment variable (a `.env` file is not read).",
+        "",
+    ]
+    for title, cls, prefix in settings_classes():
+        lines += [f"## {title} (`{cls.__module__}.{cls.__name__}`)", ""]
+        lines += ["| variable | type | default | description |", "|---|---|---|---|"]
+        for env, type_name, default, desc in _env_rows(cls, prefix):
+            lines.append(f"| `{env}` | {type_name} | {default} | {desc} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+OUTPUTS = {
+    HERE / "configuration.md": configuration_markdown,
+    HERE / "metrics.md": metrics_markdown,
+}
+
+
+if __name__ == "__main__":
+    for path, render in OUTPUTS.items():
+        path.write_text(render())
+        print(f"wrote {path}")
