@@ -1,9 +1,266 @@
-"""`specroute demo`: the main job end to end on embedded defaults."""
+"""`specroute demo`: the main job end to end on embedded defaults.
+
+    make demo                       # = specroute demo (4 minutes of traffic)
+    specroute demo --duration 60 --data-dir data/demo --keep-running
+
+Migrates an SQLite database under the data dir, registers the bundled tiny pair,
+pools, segments, a threshold set, tenants and keys and canary rollouts; starts
+the control API, a Celery worker and beat, both vLLM pools and the gateway;
+drives open-loop traffic with a live view; then writes the report (table,
+plots, decision records) and stops every process it started — also on Ctrl-C.
+"""
+
+import asyncio
+import signal
+import statistics
+import time
+from pathlib import Path
+from types import FrameType
 
 import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from bench.demo_monitor import DecisionEvent, Monitor, mean_acceptance_length
+from bench.demo_processes import StartupError
+from bench.demo_report import (
+    plot_acceptance,
+    plot_tpot,
+    summarize,
+    summary_table,
+    write_tables,
+)
+from bench.demo_setup import DEFAULT_SEGMENTS, SERVED_MODEL
+from bench.demo_stack import DemoStack, prepare_data_dir
+from bench.traffic import TrafficGenerator
+
+SAMPLE_S = 2.0
+# The gateway flushes a window every 2 s after it closes (5 s windows): wait for
+# the last one so the final acceptance numbers include every request.
+SETTLE_S = 8.0
+console = Console()
 
 
-def demo() -> None:
-    """Run the end-to-end demo (arrives with the demo issue)."""
-    typer.echo("make demo is not implemented yet", err=True)
-    raise typer.Exit(code=2)
+class Interrupted(Exception):
+    """SIGTERM, handled like Ctrl-C: stop everything, then exit."""
+
+
+def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted
+
+
+def _live_view(gen: TrafficGenerator, monitor: Monitor, duration_s: float) -> Group:
+    table = Table(title=f"traffic: {gen.elapsed():.0f} / {duration_s:.0f} s", expand=False)
+    for header in (
+        "segment",
+        "sent",
+        "ok",
+        "errors",
+        "shed",
+        "in flight",
+        "spec share",
+        "accept. len",
+        "TPOT spec/base ms",
+        "rollout",
+    ):
+        table.add_column(header)
+    for seg in gen.segments:
+        rows = [r for r in gen.results if r.segment == seg.name]
+        ok = [r for r in rows if r.ok]
+        spec = [r for r in ok if r.arm == "spec"]
+        tpot = {
+            arm: [r.tpot_s * 1000 for r in ok if r.arm == arm and r.tpot_s is not None]
+            for arm in ("spec", "baseline")
+        }
+        tau = mean_acceptance_length(*monitor.totals(seg.name))
+        view = monitor.rollouts.get(seg.name)
+        counters = gen.counters[seg.name]
+        table.add_row(
+            seg.name,
+            str(counters.sent),
+            str(len(ok)),
+            str(len(rows) - len(ok)),
+            str(counters.shed),
+            str(counters.in_flight),
+            f"{len(spec) / len(ok):.0%}" if ok else "-",
+            f"{tau:.2f}" if tau is not None else "-",
+            " / ".join(
+                f"{statistics.median(v):.1f}" if v else "-"
+                for v in (tpot["spec"], tpot["baseline"])
+            ),
+            f"{view.state} {view.percentage:g}%" if view else "?",
+        )
+    lines = [_decision_line(d) for d in monitor.decisions[-8:]]
+    footer = Text("\n".join(lines) if lines else "no decisions yet", style="cyan")
+    parts: list[Table | Text] = [table, Text("decisions (newest last):", style="bold"), footer]
+    if monitor.last_error:
+        parts.append(Text(monitor.last_error, style="yellow"))
+    return Group(*parts)
+
+
+def _decision_line(d: DecisionEvent) -> str:
+    return (
+        f"#{d.id} t={d.t_s:5.0f}s {d.segment}: {d.kind} {d.from_state}→{d.to_state} "
+        f"{d.to_percentage:g}% by {d.actor} — {d.reason}"
+    )
+
+
+async def _drive(
+    stack: DemoStack, duration_s: float, rate_scale: float
+) -> tuple[TrafficGenerator, Monitor]:
+    plan = stack.provisioned
+    assert plan is not None
+    gen = TrafficGenerator(
+        stack.endpoints.gateway_url,
+        plan.tenant_keys,
+        DEFAULT_SEGMENTS,
+        model=SERVED_MODEL,
+        rate_scale=rate_scale,
+    )
+    monitor = Monitor(
+        gateway_url=stack.endpoints.gateway_url,
+        control_url=stack.endpoints.control_url,
+        admin_token=stack.endpoints.admin_token,
+        rollout_segments={rid: seg for seg, rid in plan.rollout_ids.items()},
+        started_wall=time.time(),
+    )
+    traffic = asyncio.create_task(gen.run(duration_s))
+    try:
+        with Live(
+            _live_view(gen, monitor, duration_s), console=console, refresh_per_second=2
+        ) as live:
+            while not traffic.done():
+                await monitor.sample(gen.elapsed())
+                dead = stack.stack.dead_children()
+                if dead:
+                    raise StartupError(f"{dead[0].name} died; log tail:\n{dead[0].log_tail()}")
+                live.update(_live_view(gen, monitor, duration_s))
+                await asyncio.wait({traffic}, timeout=SAMPLE_S)
+            await asyncio.sleep(SETTLE_S)
+            await monitor.sample(gen.elapsed())
+            live.update(_live_view(gen, monitor, duration_s))
+        await traffic
+        await _write_records(stack.data_dir / "records", monitor)
+    finally:
+        if not traffic.done():
+            traffic.cancel()
+            await asyncio.gather(traffic, return_exceptions=True)
+        await monitor.close()
+    return gen, monitor
+
+
+async def _write_records(records_dir: Path, monitor: Monitor) -> None:
+    records_dir.mkdir(parents=True, exist_ok=True)
+    for d in monitor.decisions:
+        if not d.has_record:
+            continue
+        text = await monitor.record_markdown(d.id)
+        if text is not None:
+            path = records_dir / f"decision-{d.id}-{d.segment}-{d.to_state}.md"
+            path.write_text(text)
+
+
+def _report(stack: DemoStack, gen: TrafficGenerator, monitor: Monitor) -> None:
+    segments = [s.name for s in gen.segments]
+    report_dir = stack.data_dir / "report"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    summaries = summarize(
+        segments, gen.results, {k: c.shed for k, c in gen.counters.items()}, monitor
+    )
+    console.print(summary_table(summaries))
+    files = write_tables(report_dir, gen.results, summaries, monitor.decisions)
+    files.append(plot_acceptance(monitor, segments, report_dir / "acceptance.png"))
+    files.append(plot_tpot(gen.results, monitor, segments, report_dir / "tpot.png"))
+    console.print("[bold]report files:")
+    for path in files:
+        console.print(f"  {path}")
+    records = sorted((stack.data_dir / "records").glob("*.md"))
+    console.print(f"[bold]decision records ({len(records)}):")
+    for path in records:
+        console.print(f"  {path}")
+    if not records:
+        console.print("  none: no rollout was promoted to full or disabled in this run")
+
+
+def _start(stack: DemoStack) -> None:
+    with console.status("starting") as status:
+
+        def tick(message: str) -> None:
+            status.update(message)
+
+        tick("migrating the SQLite database")
+        stack.migrate()
+        stack.start_control(tick)
+        tick("registering the tiny pair, pools, segments, thresholds, tenants, rollouts")
+        plan = stack.register()
+        console.print(
+            f"registered pair version {plan.pair_version_id}, pools {plan.spec_pool} and "
+            f"{plan.baseline_pool}, rollouts in canary: {plan.rollout_ids}"
+        )
+        tick("starting Celery worker and beat, both vLLM pools")
+        stack.start_automation()
+        stack.start_engines()
+        stack.start_gateway(tick)
+        took = stack.wait_pools_healthy(tick)
+        console.print(f"both pools serving after {took:.0f} s; gateway ready")
+
+
+def _print_urls(stack: DemoStack) -> None:
+    e = stack.endpoints
+    assert stack.provisioned is not None
+    console.print(f"gateway (OpenAI API): {e.gateway_url}/v1   metrics: {e.gateway_url}/metrics")
+    console.print(f"control API: {e.control_url}/admin/v1   admin token: {e.admin_token}")
+    for tenant, key in stack.provisioned.tenant_keys.items():
+        console.print(f"tenant {tenant}: API key {key}")
+    console.print(f"logs: {stack.data_dir / 'logs'}")
+
+
+def demo(
+    duration: float = typer.Option(240.0, "--duration", min=10, help="Seconds of traffic."),
+    data_dir: Path = typer.Option(
+        Path("data/demo"), "--data-dir", help="Demo state, logs and report (wiped per run)."
+    ),
+    keep_running: bool = typer.Option(
+        False, "--keep-running", help="After the report, keep the stack up until Ctrl-C."
+    ),
+    rate_scale: float = typer.Option(
+        1.0, "--rate-scale", min=0.05, help="Multiply every segment's arrival rate."
+    ),
+) -> None:
+    """Run the end-to-end demo: stack up, open-loop traffic, decisions, report."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        data_dir = prepare_data_dir(data_dir)
+    except StartupError as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(code=2) from exc
+    stack = DemoStack.create(data_dir)
+    code = 0
+    reported = False
+    try:
+        _start(stack)
+        gen, monitor = asyncio.run(_drive(stack, duration, rate_scale))
+        _report(stack, gen, monitor)
+        reported = True
+        if keep_running:
+            _print_urls(stack)
+            console.print("[bold]stack running; Ctrl-C stops it")
+            while not stack.stack.dead_children():
+                time.sleep(1.0)
+            console.print(f"[red]{stack.stack.dead_children()[0].name} exited")
+    except (KeyboardInterrupt, Interrupted):
+        console.print("[yellow]interrupted: stopping every process the demo started")
+        code = 0 if reported and keep_running else 130
+    except StartupError as exc:
+        console.print(f"[red]{exc}")
+        code = 1
+    finally:
+        # NOTE: a second Ctrl-C must not cut the clean-up short and leave orphans.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with console.status("stopping") as status:
+            stack.stack.stop(on_stop=lambda name: status.update(f"stopping {name}"))
+        console.print(f"stopped; logs under {data_dir / 'logs'}")
+    if code:
+        raise typer.Exit(code=code)

@@ -1,0 +1,252 @@
+"""The demo's end: a table per segment, PNG plots, and the decision records as files.
+
+TPOT here is what the client measured per request (streaming), split by the arm
+the gateway named in its decision header; the decisions' own evidence (the
+control plane's bootstrap of the gateway's telemetry histograms) is quoted in
+each decision's reason and record.
+"""
+
+import csv
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # NOTE: no display on a server; must precede pyplot.
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from rich.table import Table
+
+from bench.demo_monitor import DecisionEvent, Monitor, mean_acceptance_length
+from bench.traffic import RequestResult
+
+FLIP_KINDS_SKIPPED = ("hold",)  # a hold keeps the state; shown in the log, not as a change
+ARM_COLORS = {"spec": "tab:blue", "baseline": "tab:orange"}
+
+
+@dataclass(frozen=True)
+class SegmentSummary:
+    segment: str
+    requests: int
+    ok: int
+    shed: int
+    spec_requests: int
+    baseline_requests: int
+    mean_acceptance_length: float | None
+    tpot_spec_ms: float | None  # median over the arm's requests
+    tpot_baseline_ms: float | None
+    state: str
+    percentage: float
+    decision: str  # the last state change, e.g. "canary -> full (canary_promote)"
+    reason: str
+
+
+def _median_ms(values: Sequence[float]) -> float | None:
+    return statistics.median(values) * 1000.0 if values else None
+
+
+def state_changes(decisions: Sequence[DecisionEvent], segment: str) -> list[DecisionEvent]:
+    return [
+        d
+        for d in decisions
+        if d.segment == segment
+        and d.from_state != d.to_state
+        and not any(k in d.kind for k in FLIP_KINDS_SKIPPED)
+    ]
+
+
+def summarize(
+    segments: Sequence[str],
+    results: Sequence[RequestResult],
+    shed: dict[str, int],
+    monitor: Monitor,
+) -> list[SegmentSummary]:
+    out: list[SegmentSummary] = []
+    for seg in segments:
+        rows = [r for r in results if r.segment == seg]
+        ok = [r for r in rows if r.ok]
+        tpot = {
+            arm: [r.tpot_s for r in ok if r.arm == arm and r.tpot_s is not None]
+            for arm in ("spec", "baseline")
+        }
+        drafts, accepted = monitor.totals(seg)
+        view = monitor.rollouts.get(seg)
+        automated = [d for d in state_changes(monitor.decisions, seg) if d.actor == "automation"]
+        last = automated[-1] if automated else None
+        out.append(
+            SegmentSummary(
+                segment=seg,
+                requests=len(rows),
+                ok=len(ok),
+                shed=shed.get(seg, 0),
+                spec_requests=sum(1 for r in ok if r.arm == "spec"),
+                baseline_requests=sum(1 for r in ok if r.arm == "baseline"),
+                mean_acceptance_length=mean_acceptance_length(drafts, accepted),
+                tpot_spec_ms=_median_ms(tpot["spec"]),
+                tpot_baseline_ms=_median_ms(tpot["baseline"]),
+                state=view.state if view else "?",
+                percentage=view.percentage if view else 0.0,
+                decision=(
+                    f"{last.from_state} → {last.to_state} ({last.kind})" if last else "none yet"
+                ),
+                reason=last.reason if last else _pending_reason(monitor, seg),
+            )
+        )
+    return out
+
+
+def _pending_reason(monitor: Monitor, segment: str) -> str:
+    holds = [d for d in monitor.decisions if d.segment == segment and "hold" in d.kind]
+    return f"last evaluation: {holds[-1].reason}" if holds else "not enough evidence yet"
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def summary_table(summaries: Sequence[SegmentSummary]) -> Table:
+    table = Table(title="specroute demo: per-segment outcome", show_lines=True)
+    for header in (
+        "segment",
+        "requests ok/sent (shed)",
+        "spec/base",
+        "mean accept. len",
+        "TPOT spec ms",
+        "TPOT base ms",
+        "state",
+        "decision",
+        "reason",
+    ):
+        table.add_column(header, overflow="fold")
+    for s in summaries:
+        table.add_row(
+            s.segment,
+            f"{s.ok}/{s.requests} ({s.shed})",
+            f"{s.spec_requests}/{s.baseline_requests}",
+            _fmt(s.mean_acceptance_length),
+            _fmt(s.tpot_spec_ms, ".1f"),
+            _fmt(s.tpot_baseline_ms, ".1f"),
+            f"{s.state} {s.percentage:g}%",
+            s.decision,
+            s.reason,
+        )
+    return table
+
+
+def _mark_changes(ax: Axes, changes: Sequence[DecisionEvent]) -> None:
+    for d in changes:
+        ax.axvline(d.t_s, color="tab:red", linestyle="--", linewidth=1)
+        ax.annotate(
+            f"{d.to_state} {d.to_percentage:g}%",
+            xy=(d.t_s, 1.0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            va="top",
+            ha="right",
+            fontsize=8,
+            color="tab:red",
+        )
+
+
+def acceptance_series(
+    monitor: Monitor, segment: str, bin_s: float
+) -> tuple[list[float], list[float]]:
+    """Mean acceptance length per interval of at least `bin_s` seconds (counter deltas)."""
+    points = [p for p in monitor.acceptance if p.segment == segment]
+    xs: list[float] = []
+    ys: list[float] = []
+    if not points:
+        return xs, ys
+    prev = points[0]
+    for point in points[1:]:
+        if point.t_s - prev.t_s < bin_s:
+            continue
+        tau = mean_acceptance_length(point.drafts - prev.drafts, point.accepted - prev.accepted)
+        if tau is not None:
+            xs.append((point.t_s + prev.t_s) / 2)
+            ys.append(tau)
+        prev = point
+    return xs, ys
+
+
+def plot_acceptance(
+    monitor: Monitor, segments: Sequence[str], path: Path, bin_s: float = 15.0
+) -> Path:
+    fig, axes = plt.subplots(len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False)
+    for ax, seg in zip(axes[:, 0], segments, strict=True):
+        xs, ys = acceptance_series(monitor, seg, bin_s)
+        ax.plot(xs, ys, marker="o", color=ARM_COLORS["spec"], label="spec arm")
+        ax.set_title(f"{seg}: mean acceptance length per {bin_s:g} s (gateway counters)")
+        ax.set_ylabel("tokens / target pass")
+        ax.set_ylim(bottom=1.0)
+        _mark_changes(ax, state_changes(monitor.decisions, seg))
+        ax.legend(loc="lower right", fontsize=8)
+    axes[-1, 0].set_xlabel("seconds since traffic started")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_tpot(
+    results: Sequence[RequestResult],
+    monitor: Monitor,
+    segments: Sequence[str],
+    path: Path,
+) -> Path:
+    fig, axes = plt.subplots(len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False)
+    for ax, seg in zip(axes[:, 0], segments, strict=True):
+        for arm, color in ARM_COLORS.items():
+            rows = sorted(
+                (r for r in results if r.segment == seg and r.arm == arm and r.tpot_s is not None),
+                key=lambda r: r.started_s,
+            )
+            xs = [r.started_s for r in rows]
+            ys = [r.tpot_s * 1000.0 for r in rows if r.tpot_s is not None]
+            ax.scatter(xs, ys, s=10, alpha=0.45, color=color)
+            ax.plot(xs, _rolling_median(ys, 7), color=color, label=f"{arm} (rolling median)")
+        ax.set_title(f"{seg}: time per output token by arm (client-measured)")
+        ax.set_ylabel("TPOT ms")
+        ax.set_ylim(bottom=0)
+        _mark_changes(ax, state_changes(monitor.decisions, seg))
+        ax.legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("seconds since traffic started")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _rolling_median(values: Sequence[float], window: int) -> list[float]:
+    return [statistics.median(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
+
+
+def write_tables(
+    report_dir: Path,
+    results: Sequence[RequestResult],
+    summaries: Sequence[SegmentSummary],
+    decisions: Sequence[DecisionEvent],
+) -> list[Path]:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    requests_csv = report_dir / "requests.csv"
+    with requests_csv.open("w", newline="") as f:
+        fields = list(RequestResult.__dataclass_fields__)
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for r in results:
+            writer.writerow(asdict(r))
+    summary_json = report_dir / "summary.json"
+    summary_json.write_text(
+        json.dumps(
+            {
+                "segments": [asdict(s) for s in summaries],
+                "decisions": [asdict(d) for d in decisions],
+            },
+            indent=2,
+            default=str,
+        )
+    )
+    return [requests_csv, summary_json]

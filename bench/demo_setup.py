@@ -1,0 +1,200 @@
+"""What the demo registers through the admin REST API, and the registering itself.
+
+The segments differ in how well speculation can pay on the bundled pair: code
+completion at temperature 0 is where the draft agrees with the target most
+(the draft was distilled on the target's greedy code rollouts), prose at 0.7
+and creative text at 1.3 sample further from that path. Nothing here says
+which segment wins: the automation decides on what the gateway measured.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS
+
+PAIR_NAME = "tiny"
+SERVED_MODEL = "tiny"
+# NOTE: a short context and batch keep each CPU engine's start-up and memory low.
+ENGINE_ARGS: dict[str, Any] = {"max-model-len": 512, "max-num-seqs": 16}
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """One traffic segment: its selector task, sampling, and the load sent to it."""
+
+    name: str
+    task: str
+    tenant: str
+    temperature: float
+    prompts: tuple[str, ...]
+    max_tokens: int
+    rate_per_s: float  # mean Poisson arrival rate
+    max_in_flight: int  # arrivals beyond this are shed (open loop, bounded)
+    users: int  # distinct `user` values, so sticky cohorts spread over both arms
+
+
+DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
+    # NOTE: low concurrency for code at T=0: on two shared CPU cores a speculating
+    # engine only wins while its batch stays small.
+    SegmentPlan("code-completion", "code", "acme", 0.0, CODE_PROMPTS, 48, 0.5, 2, 24),
+    SegmentPlan("prose", "prose", "acme", 0.7, PROSE_PROMPTS, 48, 0.35, 3, 24),
+    SegmentPlan("creative", "creative", "globex", 1.3, PROSE_PROMPTS, 48, 0.35, 3, 24),
+)
+
+# Tuned so each rollout can be judged within a few minutes of CPU traffic: a
+# dozen requests per arm, 30 s of stage dwell, evaluation every 20 s (see demo.py).
+DEMO_THRESHOLDS: dict[str, Any] = {
+    "min_acceptance_rate": 0.5,
+    "min_mean_acceptance_length": 1.8,
+    "min_speedup": 1.0,
+    "max_kv_cache_usage": 0.95,
+    "min_samples": 12,
+    "stage_dwell_seconds": 30,
+    # NOTE: guards (every 5 s) judge at once, so a losing segment is disabled by a guard
+    # (with its record) rather than rolled back by the slower canary evaluation.
+    "guard_dwell_seconds": 0,
+    "probation_percentage": 10.0,
+    # Longer than any demo: a disabled segment stays disabled, so the report is stable.
+    "cooldown_seconds": 3600,
+    "max_inconclusive_rounds": 12,
+}
+
+# Canary at 50 %: both arms fill quickly; one promotion reaches full (and a record).
+DEMO_STAGES: list[float] = [50.0, 100.0]
+
+
+@dataclass
+class Provisioned:
+    pair_version_id: int
+    spec_pool: str
+    baseline_pool: str
+    threshold_set_id: int
+    segment_ids: dict[str, int] = field(default_factory=dict)
+    rollout_ids: dict[str, int] = field(default_factory=dict)  # segment name -> rollout id
+    tenant_keys: dict[str, str] = field(default_factory=dict)  # tenant name -> API key
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pair_version_id": self.pair_version_id,
+            "spec_pool": self.spec_pool,
+            "baseline_pool": self.baseline_pool,
+            "threshold_set_id": self.threshold_set_id,
+            "segment_ids": self.segment_ids,
+            "rollout_ids": self.rollout_ids,
+            "tenants": sorted(self.tenant_keys),
+        }
+
+
+class AdminClient:
+    """The few admin REST calls the demo makes; an API error raises with its message."""
+
+    def __init__(self, control_url: str, admin_token: str) -> None:
+        self.http = httpx.Client(
+            base_url=control_url.rstrip("/") + "/admin/v1",
+            headers={"Authorization": f"Bearer {admin_token}"},
+            timeout=30.0,
+        )
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.http.request(method, path, **kwargs)
+        if response.is_error:
+            raise RuntimeError(f"{method} {path}: {response.status_code} {response.text[:500]}")
+        return response.json() if response.content else None
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def provision(
+    admin: AdminClient,
+    *,
+    target_dir: str,
+    draft_dir: str,
+    segments: tuple[SegmentPlan, ...] = DEFAULT_SEGMENTS,
+    thresholds: dict[str, Any] | None = None,
+) -> Provisioned:
+    """Register the pair, pools, threshold set, segments, tenants and keys, and rollouts
+    (started, so each is in canary)."""
+    pair = admin.call("POST", "/pairs", json={"name": PAIR_NAME, "description": "bundled"})
+    version = admin.call(
+        "POST",
+        f"/pairs/{pair['id']}/versions",
+        json={
+            "method": "draft_model",
+            "target_ref": target_dir,
+            "draft_ref": draft_dir,
+            "num_speculative_tokens": 3,
+            "draft_sample_method": "probabilistic",
+        },
+    )
+    spec_pool = admin.call(
+        "POST",
+        "/pools",
+        json={
+            "name": "tiny-spec",
+            "served_model_name": SERVED_MODEL,
+            "target_ref": target_dir,
+            "pair_version_id": version["id"],
+            "engine_args": ENGINE_ARGS,
+            "desired_workers": 1,
+        },
+    )
+    baseline_pool = admin.call(
+        "POST",
+        "/pools",
+        json={
+            "name": "tiny-baseline",
+            "served_model_name": SERVED_MODEL,
+            "target_ref": target_dir,
+            "engine_args": ENGINE_ARGS,
+            "desired_workers": 1,
+        },
+    )
+    threshold_set = admin.call(
+        "POST", "/threshold-sets", json={"name": "demo", **(thresholds or DEMO_THRESHOLDS)}
+    )
+    out = Provisioned(
+        pair_version_id=version["id"],
+        spec_pool=spec_pool["name"],
+        baseline_pool=baseline_pool["name"],
+        threshold_set_id=threshold_set["id"],
+    )
+    tenant_ids: dict[str, int] = {}
+    for tenant in sorted({s.tenant for s in segments}):
+        row = admin.call("POST", "/tenants", json={"name": tenant})
+        tenant_ids[tenant] = row["id"]
+        key = admin.call("POST", f"/tenants/{row['id']}/keys", json={"name": "demo"})
+        out.tenant_keys[tenant] = key["key"]
+    for priority, seg in enumerate(segments):
+        segment = admin.call(
+            "POST",
+            "/segments",
+            json={
+                "name": seg.name,
+                "description": f"task={seg.task}, temperature {seg.temperature:g}",
+                "selector": {"tasks": [seg.task]},
+                "priority": priority,
+            },
+        )
+        out.segment_ids[seg.name] = segment["id"]
+        rollout = admin.call(
+            "POST",
+            "/rollouts",
+            json={
+                "name": f"{seg.name}-tiny",
+                "segment_id": segment["id"],
+                "pair_version_id": version["id"],
+                "spec_pool_id": spec_pool["id"],
+                "baseline_pool_id": baseline_pool["id"],
+                "threshold_set_id": threshold_set["id"],
+                "stages": DEMO_STAGES,
+            },
+        )
+        started = admin.call(
+            "POST", f"/rollouts/{rollout['id']}/start", json={"reason": "make demo canary"}
+        )
+        assert started["state"] == "canary", started
+        out.rollout_ids[seg.name] = rollout["id"]
+    return out

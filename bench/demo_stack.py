@@ -1,0 +1,244 @@
+"""Bring the embedded stack up for the demo: control API, Celery worker and beat on
+the SQLite broker, a speculating and a baseline vLLM pool with their agents, and
+the gateway. Each is a `specroute ...` child process with its log under the data
+dir; `bench.demo_processes.ProcessStack` stops them all.
+"""
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bench.demo_processes import Child, ProcessStack, StartupError, wait_http_ok
+from bench.demo_setup import AdminClient, Provisioned, provision
+from engine.pools.local import tiny_pair_dir, tiny_pair_present
+
+MARKER = ".specroute-demo"
+# Intervals short enough that the automation judges within a demo's minutes.
+AUTOMATION_ENV = {
+    "SPECROUTE_EVALUATION_INTERVAL_SECONDS": "20",
+    "SPECROUTE_GUARD_INTERVAL_SECONDS": "5",
+    "SPECROUTE_PROBATION_INTERVAL_SECONDS": "30",
+}
+GATEWAY_ENV = {
+    "SPECROUTE_GATEWAY_SNAPSHOT_POLL_SECONDS": "1",
+    "SPECROUTE_GATEWAY_TELEMETRY_WINDOW_SECONDS": "5",
+    "SPECROUTE_GATEWAY_TELEMETRY_FLUSH_SECONDS": "2",
+    "SPECROUTE_GATEWAY_GATEWAY_ID": "demo-gateway",
+}
+Tick = Callable[[str], None]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def specroute_exe() -> list[str]:
+    """The `specroute` of this interpreter's environment (works without activating it)."""
+    script = Path(sys.executable).parent / "specroute"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from control.cli import app; app()"]
+
+
+def prepare_data_dir(data_dir: Path) -> Path:
+    """A clean demo data dir. Refuses to wipe a non-empty directory the demo did not make."""
+    data_dir = data_dir.resolve()
+    if data_dir.exists() and any(data_dir.iterdir()):
+        if not (data_dir / MARKER).exists():
+            raise StartupError(
+                f"{data_dir} is not empty and was not made by the demo; pick another --data-dir"
+            )
+        shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / MARKER).write_text("made by `specroute demo`; wiped by its next run\n")
+    return data_dir
+
+
+@dataclass
+class Endpoints:
+    control_url: str
+    gateway_url: str
+    spec_port: int
+    baseline_port: int
+    admin_token: str
+    internal_token: str
+
+
+@dataclass
+class DemoStack:
+    data_dir: Path
+    stack: ProcessStack
+    endpoints: Endpoints
+    provisioned: Provisioned | None = None
+    children: dict[str, Child] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, data_dir: Path) -> "DemoStack":
+        endpoints = Endpoints(
+            control_url=f"http://127.0.0.1:{free_port()}",
+            gateway_url=f"http://127.0.0.1:{free_port()}",
+            spec_port=free_port(),
+            baseline_port=free_port(),
+            admin_token=f"demo-admin-{secrets.token_hex(8)}",
+            internal_token=f"demo-internal-{secrets.token_hex(8)}",
+        )
+        return cls(data_dir, ProcessStack(data_dir / "logs"), endpoints)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "PYTHONUNBUFFERED": "1",
+                "SPECROUTE_DATA_DIR": str(self.data_dir),
+                "SPECROUTE_DATABASE_URL": f"sqlite:///{self.data_dir / 'control.db'}",
+                "SPECROUTE_ADMIN_TOKEN": self.endpoints.admin_token,
+                "SPECROUTE_INTERNAL_TOKEN": self.endpoints.internal_token,
+                **AUTOMATION_ENV,
+            }
+        )
+        env.update(extra)
+        return env
+
+    def _start(self, name: str, args: list[str], **env: str) -> Child:
+        child = self.stack.start(name, [*specroute_exe(), *args], self.env(**env))
+        self.children[name] = child
+        return child
+
+    def migrate(self) -> None:
+        log = self.data_dir / "logs" / "migrate.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as out:
+            done = subprocess.run(
+                [*specroute_exe(), "control", "migrate"],
+                env=self.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        if done.returncode != 0:
+            raise StartupError(f"migration failed; see {log}")
+
+    def start_control(self, tick: Tick) -> None:
+        port = self.endpoints.control_url.rsplit(":", 1)[1]
+        child = self._start("control", ["control", "serve", "--port", port, "--no-migrate"])
+        wait_http_ok(
+            f"{self.endpoints.control_url}/admin/v1/pools",
+            child,
+            60.0,
+            headers={"Authorization": f"Bearer {self.endpoints.admin_token}"},
+            tick=lambda s: tick(f"control API starting ({s:.0f} s)"),
+        )
+
+    def register(self) -> Provisioned:
+        root = tiny_pair_dir()
+        if not tiny_pair_present(root):
+            raise StartupError(f"the bundled tiny pair is missing under {root}")
+        admin = AdminClient(self.endpoints.control_url, self.endpoints.admin_token)
+        try:
+            self.provisioned = provision(
+                admin, target_dir=str(root / "target"), draft_dir=str(root / "draft")
+            )
+        finally:
+            admin.close()
+        return self.provisioned
+
+    def start_automation(self) -> None:
+        # NOTE: solo pool: one process, no prefork child competing for the 2 cores.
+        self._start("celery-worker", ["worker", "--pool", "solo", "--hostname", "demo@%h"])
+        self._start("celery-beat", ["beat"])
+
+    def start_engines(self) -> None:
+        assert self.provisioned is not None
+        cores = sorted(os.sched_getaffinity(0))
+        pools = (
+            ("engine-spec", self.provisioned.spec_pool, self.endpoints.spec_port),
+            ("engine-baseline", self.provisioned.baseline_pool, self.endpoints.baseline_port),
+        )
+        for index, (name, pool, port) in enumerate(pools):
+            # NOTE: one core each; left alone, vLLM binds every engine to the same core.
+            bind = {"VLLM_CPU_OMP_THREADS_BIND": str(cores[index % len(cores)])}
+            self._start(
+                name,
+                [
+                    "engine",
+                    "up",
+                    "--pool",
+                    pool,
+                    "--control-url",
+                    self.endpoints.control_url,
+                    "--internal-token",
+                    self.endpoints.internal_token,
+                    "--base-port",
+                    str(port),
+                    "--heartbeat",
+                    "3",
+                    "--log-dir",
+                    str(self.data_dir / "logs" / name),
+                ],
+                **(bind if len(cores) > 1 else {}),
+            )
+
+    def start_gateway(self, tick: Tick) -> None:
+        port = self.endpoints.gateway_url.rsplit(":", 1)[1]
+        child = self._start(
+            "gateway",
+            ["gateway", "serve", "--port", port, "--log-level", "warning"],
+            SPECROUTE_GATEWAY_CONTROL_URL=self.endpoints.control_url,
+            SPECROUTE_GATEWAY_INTERNAL_TOKEN=self.endpoints.internal_token,
+            **GATEWAY_ENV,
+        )
+        wait_http_ok(
+            f"{self.endpoints.gateway_url}/readyz",
+            child,
+            60.0,
+            tick=lambda s: tick(f"gateway starting ({s:.0f} s)"),
+        )
+
+    def wait_pools_healthy(self, tick: Tick, timeout_s: float = 420.0) -> float:
+        """Until control lists a healthy worker in both pools (the spec one with its
+        draft loaded): then the gateway's next snapshot can route both arms."""
+        started = time.monotonic()
+        headers = {"Authorization": f"Bearer {self.endpoints.admin_token}"}
+        while True:
+            elapsed = time.monotonic() - started
+            for child in self.stack.dead_children():
+                raise StartupError(
+                    f"{child.name} exited with {child.process.returncode}; log tail:\n"
+                    f"{child.log_tail()}"
+                )
+            status: dict[str, str] = {}
+            try:
+                pools = httpx.get(
+                    f"{self.endpoints.control_url}/admin/v1/pools", headers=headers, timeout=5.0
+                ).json()
+            except (httpx.HTTPError, ValueError):
+                pools = []
+            ready = 0
+            for pool in pools:
+                good = [
+                    w
+                    for w in pool["workers"]
+                    if w["healthy"] and (pool["pair_version_id"] is None or w["draft_loaded"])
+                ]
+                ready += bool(good)
+                status[pool["name"]] = "serving" if good else "loading"
+            if pools and ready == len(pools):
+                return elapsed
+            if elapsed > timeout_s:
+                raise StartupError(f"pools not healthy after {timeout_s:.0f} s: {status}")
+            detail = ", ".join(f"{k}: {v}" for k, v in status.items()) or "starting"
+            tick(f"vLLM engines loading ({elapsed:.0f} s; ~35-60 s each) — {detail}")
+            time.sleep(1.0)
