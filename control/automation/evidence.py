@@ -7,6 +7,7 @@ arm, no per-position counters) is None and its reason is listed in `missing`:
 the verdicts treat missing evidence as "hold", never as pass or fail.
 """
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -70,11 +71,26 @@ class Evidence(BaseModel):
     missing: list[str]
 
     def as_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        document = json_safe(self.model_dump(mode="json"))
+        assert isinstance(document, dict)
+        return document
 
     @property
     def window_ids(self) -> list[int]:
         return sorted(self.spec.window_ids + self.baseline.window_ids)
+
+
+def json_safe(value: Any) -> Any:
+    """Non-finite floats as strings ("inf", "nan"): JSON has no such numbers and
+    PostgreSQL's json type rejects them (Fisher's odds ratio is inf with no baseline
+    errors, for instance)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def sprt_config(thresholds: ThresholdSet, settings: ControlSettings) -> SprtConfig:

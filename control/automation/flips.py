@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
 from control.automation import repository
-from control.automation.evidence import Evidence
+from control.automation.evidence import Evidence, json_safe
 from control.automation.records import RecordContext, render_record
 from control.automation.verdicts import Action, PoolHealth, Verdict
 from control.contract import RolloutState
@@ -105,7 +105,8 @@ def evidence_document(
             "draft_available": health.draft_available,
             "unavailable_seconds": health.unavailable_seconds,
         }
-    return doc
+    safe: dict[str, Any] = json_safe(doc)
+    return safe
 
 
 _ACTIONS = {

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
 from control.automation import repository
-from control.automation.evidence import Evidence, gather_evidence
+from control.automation.evidence import Evidence, gather_evidence, json_safe
 from control.automation.flips import (
     AUTOMATION_ACTOR,
     Outcome,
@@ -221,15 +221,17 @@ def advise_rollout_depth(
             recommended_k=advice.best_k,
             expected_speedup_current=current,
             expected_speedup_recommended=advice.best_expected_speedup,
-            evidence={
-                "advice": advice.model_dump(mode="json"),
-                "measured_tpot_speedup": tpot.speedup.model_dump(mode="json"),
-                "acceptance": acceptance.model_dump(mode="json"),
-                "window_ids": evidence.spec.window_ids,
-                "threshold_set": evidence.thresholds.model_dump(mode="json"),
-                "task_id": task_id,
-                "actor": AUTOMATION_ACTOR,
-            },
+            evidence=json_safe(
+                {
+                    "advice": advice.model_dump(mode="json"),
+                    "measured_tpot_speedup": tpot.speedup.model_dump(mode="json"),
+                    "acceptance": acceptance.model_dump(mode="json"),
+                    "window_ids": evidence.spec.window_ids,
+                    "threshold_set": evidence.thresholds.model_dump(mode="json"),
+                    "task_id": task_id,
+                    "actor": AUTOMATION_ACTOR,
+                }
+            ),
             task_id=task_id,
         )
         session.add(recommendation)

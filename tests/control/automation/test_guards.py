@@ -16,6 +16,8 @@ def test_low_acceptance_segment_is_disabled_within_the_expected_windows(
     automation_app: AutomationCelery, committed_database: Database
 ) -> None:
     setup = sc.create_rollout(committed_database)
+    # A healthy spec worker, so only acceptance can trip a guard here.
+    sc.heartbeat(committed_database, setup, "spec-w1")
     alpha, requests, drafts_per_request = 0.45, 5, 4
     counters = sc.spec_counters(alpha, requests * drafts_per_request)
     per_window = AcceptanceCounts(
