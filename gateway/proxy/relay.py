@@ -108,8 +108,31 @@ class RelayResponse(StreamingResponse):
                 await self._on_close(disconnected)
 
 
+class ClientLeft(Exception):
+    """The client disconnected before the engine's first event."""
+
+
+async def _first_event(events: AsyncIterator[bytes], request: Request, timeout_s: float) -> bytes:
+    # NOTE: prefill can take long; a client that leaves meanwhile must not keep
+    # the engine busy until its first token, so the wait races the disconnect.
+    first = asyncio.ensure_future(asyncio.wait_for(anext(events), timeout=timeout_s))
+    leaving = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        await asyncio.wait({first, leaving}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        leaving.cancel()
+        if not first.done():
+            first.cancel()
+            with contextlib.suppress(BaseException):
+                await first
+    if not first.done() or first.cancelled():
+        raise ClientLeft
+    return first.result()
+
+
 async def relay_stream(
     opened: Opened,
+    request: Request,
     *,
     keep_usage: bool,
     started: float,
@@ -122,7 +145,7 @@ async def relay_stream(
     events = sse_data(opened.response.aiter_bytes())
     remaining = max(first_token_timeout_s - (time.monotonic() - started), 0.001)
     try:
-        first = await asyncio.wait_for(anext(events), timeout=remaining)
+        first = await _first_event(events, request, remaining)
     except BaseException as exc:
         await opened.response.aclose()
         if isinstance(exc, TimeoutError):
@@ -137,6 +160,8 @@ async def relay_stream(
             opened.lease.breaker.release_trial()
             result.outcome, result.http_status = "cancelled", 499
             err = exc
+            if isinstance(exc, ClientLeft):
+                err = ServiceUnavailable("client disconnected", code="client_disconnected")
         opened.lease.release()
         await finish(result)
         raise err from None

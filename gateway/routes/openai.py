@@ -124,6 +124,7 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
         keep_usage = bool(body.stream_options and body.stream_options.include_usage)
         return await relay_stream(
             opened,
+            request,
             keep_usage=keep_usage,
             started=acct.started,
             first_token_timeout_s=state.settings.first_token_timeout_s,

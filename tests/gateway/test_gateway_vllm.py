@@ -300,8 +300,11 @@ def test_client_disconnect_aborts_the_engine_request(
             assert time.monotonic() - disconnected < 3.0, "engine kept the request running"
             time.sleep(0.05)
         generated = _engine_metric(engine, "vllm:generation_tokens_total") - before
+        windows = [w for b in gw.state.aggregator.drain_all() for w in b.windows]
     assert running_mid >= 1
     assert generated < max_tokens, f"engine generated {generated} tokens: not aborted"
+    # The gateway accounts the request as cancelled, not as an error or a success.
+    assert [(w.requests, w.cancellations, w.errors) for w in windows] == [(1, 1, 0)]
 
 
 def test_quota_exhaustion_is_429_with_retry_after(

@@ -135,7 +135,7 @@ def test_completion_bodies_never_5xx(gateway: GatewayServer, body: dict[str, Any
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     raw=st.binary(max_size=200),
@@ -143,7 +143,10 @@ def test_completion_bodies_never_5xx(gateway: GatewayServer, body: dict[str, Any
         st.sampled_from(
             ["x-request-id", "x-specroute-task", "x-specroute-session", "content-type"]
         ),
-        st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=300),
+        # Stripped: HTTP itself forbids leading/trailing blanks, the client would refuse to send.
+        st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=300).map(
+            str.strip
+        ),
     ),
 )
 def test_raw_bytes_and_odd_headers_never_5xx(
