@@ -63,9 +63,20 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings = state.settings
     token = settings.internal_token.get_secret_value()
 
+    known_workers: set[tuple[str, str]] = set()
+
     def on_poll(store: SnapshotStore) -> None:
-        if store.snapshot is not None:
-            state.metrics.set_snapshot(store.snapshot.version, store.age_s())
+        snapshot = store.snapshot
+        if snapshot is None:
+            return
+        state.metrics.set_snapshot(snapshot.version, store.age_s())
+        # Workers that left the snapshot drop their series, so churn cannot grow /metrics.
+        current = {(p.name, w.id) for p in snapshot.pools for w in p.workers}
+        for pool, worker in known_workers - current:
+            with contextlib.suppress(KeyError):
+                state.metrics.forget_worker(pool, worker)
+        known_workers.clear()
+        known_workers.update(current)
 
     poller = SnapshotPoller(
         state.store,
@@ -82,9 +93,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     await poller.poll_once()
     tasks = [asyncio.create_task(poller.run(), name="snapshot-poller")]
     flusher: TelemetryFlusher | None = None
-    if settings.snapshot_file is None:
-        # NOTE: standalone (file) mode has no control plane to flush to; windows
-        # still aggregate, bounded by max_pending_windows.
+    telemetry_enabled = settings.telemetry_enabled
+    if telemetry_enabled is None:
+        telemetry_enabled = settings.snapshot_file is None
+    if telemetry_enabled:
+        # NOTE: without it (standalone file mode) windows still aggregate, bounded
+        # by max_pending_windows, and /metrics still counts every request.
         flusher = TelemetryFlusher(
             state.aggregator,
             state.control_client,

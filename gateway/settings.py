@@ -67,6 +67,13 @@ class GatewaySettings(BaseSettings):
     telemetry_window_seconds: int = Field(
         default=10, ge=1, description="Width of one telemetry aggregation window."
     )
+    telemetry_enabled: bool | None = Field(
+        default=None,
+        description=(
+            "Flush telemetry to control. Unset: on when polling control, off with a "
+            "snapshot file (no control plane to flush to)."
+        ),
+    )
     telemetry_flush_seconds: float = Field(
         default=5.0, gt=0, description="Interval between telemetry flushes to control."
     )

@@ -4,6 +4,7 @@ A real gateway (uvicorn on loopback) serves a real PolicySnapshot file; engines
 are loopback ports nothing listens on, which is a real connection failure.
 """
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,18 @@ def test_stale_snapshot_header_says_so(tmp_path: Path) -> None:
         assert resp.status_code == 503
         assert resp.headers["x-specroute-decision"] == "arm=baseline; reason=snapshot_stale"
         assert httpx.get(gw.base_url + "/readyz").status_code == 200  # keeps serving
+
+
+def test_workers_leaving_the_snapshot_drop_their_metric_series(tmp_path: Path) -> None:
+    snapshot = make_snapshot(spec_urls=[dead_url()], baseline_urls=[dead_url()])
+    with run_gateway(tmp_path, snapshot) as gw:
+        httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
+        before = httpx.get(gw.base_url + "/metrics").text
+        assert (
+            'specroute_gateway_outstanding_requests{pool="tiny-spec",worker="p1-w0"} 0.0' in before
+        )
+        gw.set_snapshot(make_snapshot(spec_urls=[], baseline_urls=[dead_url()], version=2))
+        deadline = time.monotonic() + 3.0
+        while 'worker="p1-w0"' in httpx.get(gw.base_url + "/metrics").text:
+            assert time.monotonic() < deadline, "the departed worker's series stayed"
+            time.sleep(0.05)
