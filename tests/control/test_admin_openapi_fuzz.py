@@ -12,8 +12,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schemathesis.core.result import Ok
 
-EXAMPLES_PER_OPERATION = 6
+EXAMPLES_PER_OPERATION = 10
 
 
 def test_no_server_errors_on_admin_api(
@@ -22,11 +23,12 @@ def test_no_server_errors_on_admin_api(
     app = app_client.app
     assert isinstance(app, FastAPI)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-    operations = [
-        result.ok()
-        for result in schema.get_all_operations()
-        if result.ok().path.startswith("/admin/v1")
-    ]
+    operations = []
+    for result in schema.get_all_operations():
+        # An operation schemathesis cannot parse is itself a defect in our OpenAPI.
+        assert isinstance(result, Ok), result.err()
+        if result.ok().path.startswith("/admin/v1"):
+            operations.append(result.ok())
     assert len(operations) >= 25
     failures: list[str] = []
     calls = 0
