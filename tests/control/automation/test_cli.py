@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from control.automation.celery_app import create_celery_app
+from control.automation.tasks import task_name
 from control.migrate import upgrade
 from control.settings import ControlSettings
-from tests.control.automation.scenario import TASK_TIMEOUT_S, task_name
+from tests.control.automation.scenario import TASK_TIMEOUT_S
 
 
 def test_specroute_worker_runs_the_sweeps(tmp_path: Path) -> None:
