@@ -32,7 +32,7 @@ from bench.demo_report import (
     summary_table,
     write_tables,
 )
-from bench.demo_setup import DEFAULT_SEGMENTS, SERVED_MODEL
+from bench.demo_setup import DEFAULT_SEGMENTS, DEMO_STAGES, SERVED_MODEL
 from bench.demo_stack import DemoStack, prepare_data_dir
 from bench.traffic import TrafficGenerator
 
@@ -197,7 +197,7 @@ def _start(stack: DemoStack) -> None:
         plan = stack.register()
         console.print(
             f"registered pair version {plan.pair_version_id}, pools {plan.spec_pool} and "
-            f"{plan.baseline_pool}, rollouts in canary: {plan.rollout_ids}"
+            f"{plan.baseline_pool}, {len(plan.rollout_ids)} rollouts (draft)"
         )
         tick("starting Celery worker and beat, both vLLM pools")
         stack.start_automation()
@@ -205,6 +205,9 @@ def _start(stack: DemoStack) -> None:
         stack.start_gateway(tick)
         took = stack.wait_pools_healthy(tick)
         console.print(f"both pools serving after {took:.0f} s; gateway ready")
+        tick("starting the rollouts (canary)")
+        stack.start_rollouts(tick)
+        console.print(f"rollouts in canary at {DEMO_STAGES[0]:g} %: {plan.rollout_ids}")
 
 
 def _print_urls(stack: DemoStack) -> None:

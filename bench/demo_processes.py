@@ -10,6 +10,7 @@ snapshot is still alive: no orphan vLLM engine survives the demo.
 """
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -54,6 +55,8 @@ class ProcessStack:
 
     log_dir: Path
     grace_s: float = 20.0
+    manifest: Path | None = None  # JSON of every child's pid, rewritten at each start
+    manifest_extra: dict[str, object] = field(default_factory=dict)
     children: list[Child] = field(default_factory=list)
 
     def start(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
@@ -70,7 +73,18 @@ class ProcessStack:
         )
         child = Child(name, argv, log_path, process, log_file)
         self.children.append(child)
+        self._write_manifest()
         return child
+
+    def _write_manifest(self) -> None:
+        # NOTE: lets an operator (or a test) find every process after a hard crash.
+        if self.manifest is None:
+            return
+        doc = {
+            **self.manifest_extra,
+            "children": [{"name": c.name, "pid": c.pid, "argv": c.argv} for c in self.children],
+        }
+        self.manifest.write_text(json.dumps(doc, indent=2))
 
     def descendants(self) -> set[int]:
         """Every live process below the children (vLLM servers in their own sessions too)."""

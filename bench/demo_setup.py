@@ -115,8 +115,8 @@ def provision(
     segments: tuple[SegmentPlan, ...] = DEFAULT_SEGMENTS,
     thresholds: dict[str, Any] | None = None,
 ) -> Provisioned:
-    """Register the pair, pools, threshold set, segments, tenants and keys, and rollouts
-    (started, so each is in canary)."""
+    """Register the pair, pools, threshold set, segments, tenants and keys, and one
+    rollout per segment (in draft; `start_rollouts` puts them in canary)."""
     pair = admin.call("POST", "/pairs", json={"name": PAIR_NAME, "description": "bundled"})
     version = admin.call(
         "POST",
@@ -192,9 +192,16 @@ def provision(
                 "stages": DEMO_STAGES,
             },
         )
-        started = admin.call(
-            "POST", f"/rollouts/{rollout['id']}/start", json={"reason": "make demo canary"}
-        )
-        assert started["state"] == "canary", started
         out.rollout_ids[seg.name] = rollout["id"]
     return out
+
+
+def start_rollouts(admin: AdminClient, provisioned: Provisioned) -> None:
+    """Draft -> canary. Called once both pools serve: a canary started while the engines
+    still load would be disabled by the draft-unavailable guard, correctly but uselessly."""
+    for segment, rollout_id in provisioned.rollout_ids.items():
+        started = admin.call(
+            "POST", f"/rollouts/{rollout_id}/start", json={"reason": f"make demo: {segment}"}
+        )
+        if started["state"] != "canary":
+            raise RuntimeError(f"rollout {rollout_id} is {started['state']} after start")

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from bench.demo_processes import Child, ProcessStack, StartupError, wait_http_ok
-from bench.demo_setup import AdminClient, Provisioned, provision
+from bench.demo_setup import AdminClient, Provisioned, provision, start_rollouts
 from engine.pools.local import tiny_pair_dir, tiny_pair_present
 
 MARKER = ".specroute-demo"
@@ -93,7 +93,17 @@ class DemoStack:
             admin_token=f"demo-admin-{secrets.token_hex(8)}",
             internal_token=f"demo-internal-{secrets.token_hex(8)}",
         )
-        return cls(data_dir, ProcessStack(data_dir / "logs"), endpoints)
+        stack = ProcessStack(
+            data_dir / "logs",
+            manifest=data_dir / "processes.json",
+            # Ports only: the tokens stay out of files.
+            manifest_extra={
+                "control_url": endpoints.control_url,
+                "gateway_url": endpoints.gateway_url,
+                "engine_ports": [endpoints.spec_port, endpoints.baseline_port],
+            },
+        )
+        return cls(data_dir, stack, endpoints)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -154,6 +164,30 @@ class DemoStack:
         finally:
             admin.close()
         return self.provisioned
+
+    def start_rollouts(self, tick: Tick, timeout_s: float = 30.0) -> None:
+        """Put every rollout in canary and wait until the gateway routes on that snapshot."""
+        assert self.provisioned is not None
+        before = self._gateway_snapshot_version()
+        admin = AdminClient(self.endpoints.control_url, self.endpoints.admin_token)
+        try:
+            start_rollouts(admin, self.provisioned)
+        finally:
+            admin.close()
+        started = time.monotonic()
+        while self._gateway_snapshot_version() == before:
+            if time.monotonic() - started > timeout_s:
+                raise StartupError(f"gateway still on snapshot {before} after {timeout_s:.0f} s")
+            tick("waiting for the gateway to pick up the canary snapshot")
+            time.sleep(0.3)
+
+    def _gateway_snapshot_version(self) -> int | None:
+        try:
+            body = httpx.get(f"{self.endpoints.gateway_url}/readyz", timeout=5.0).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        version = body.get("snapshot_version")
+        return int(version) if version is not None else None
 
     def start_automation(self) -> None:
         # NOTE: solo pool: one process, no prefork child competing for the 2 cores.
