@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from control.db import Database
 from control.errors import PreconditionFailed
-from control.models import AuditEvent, Decision, Rollout
+from control.models import AuditEvent, Decision, IdempotencyRecord, Pair, Rollout
 from control.rollouts.service import get_rollout, transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from tests.control.conftest import seed
@@ -110,3 +110,29 @@ def test_http_level_race_with_if_match(
         statuses: list[Any] = sorted(pool.map(flip, ["pause", "disable"]))
     assert statuses == [200, 412]
     assert _assert_one_flip(committed_database, rid) in ("paused", "disabled")
+
+
+def test_concurrent_first_uses_of_one_idempotency_key_create_one_row(
+    committed_database: Database,
+    committed_app_client: TestClient,
+    admin_headers: dict[str, str],
+) -> None:
+    app = committed_app_client.app
+    assert isinstance(app, FastAPI)
+    barrier = threading.Barrier(2, timeout=30)
+    headers = {**admin_headers, "Idempotency-Key": "same-key"}
+
+    def create(_: int) -> tuple[int, bool]:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            barrier.wait()
+            response = client.post("/admin/v1/pairs", json={"name": "raced"}, headers=headers)
+            return response.status_code, "Idempotent-Replayed" in response.headers
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = sorted(pool.map(create, [0, 1]))
+    # The loser either collided (409) or arrived after the winner's commit (a replay).
+    assert outcomes[0] == (201, False)
+    assert outcomes[1] in ((201, True), (409, False))
+    with committed_database.session() as s:
+        assert s.scalars(select(Pair.name)).all() == ["raced"]
+        assert s.scalar(select(func.count()).select_from(IdempotencyRecord)) == 1
