@@ -1,0 +1,159 @@
+"""The demo's pieces that need no engine: process clean-up on real processes, the
+gateway-metrics reading on a real GatewayMetrics exposition, and the small parsers."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.demo_monitor import AcceptancePoint, Monitor, mean_acceptance_length, spec_counters
+from bench.demo_processes import ProcessStack, StartupError, wait_http_ok
+from bench.demo_report import acceptance_series
+from bench.demo_stack import MARKER, prepare_data_dir
+from bench.traffic import parse_decision
+from control.contract import Arm
+from gateway.metrics import GatewayMetrics
+from gateway.telemetry.record import RequestRecord
+
+# A parent that, like `specroute engine up`, starts a server in a session of its own
+# and prints its pid; then it waits, so only the stack's SIGTERM ends it.
+PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+# A parent that ignores SIGTERM: only the SIGKILL after the grace period ends it.
+STUBBORN = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _grandchild_pid(log: Path, timeout_s: float = 20.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = log.read_text().strip() if log.exists() else ""
+        if text:
+            return int(text.splitlines()[0])
+        time.sleep(0.05)
+    raise AssertionError(f"no pid in {log}")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize(("script", "grace_s"), [(PARENT, 10.0), (STUBBORN, 1.0)])
+def test_stop_reaches_processes_in_their_own_session(
+    tmp_path: Path, script: str, grace_s: float
+) -> None:
+    stack = ProcessStack(tmp_path / "logs", grace_s=grace_s, manifest=tmp_path / "procs.json")
+    child = stack.start("pool", [sys.executable, "-c", script], env={})
+    grandchild = _grandchild_pid(child.log_path)
+    # Its own session: a signal to the parent's group never reaches it.
+    assert os.getsid(grandchild) != os.getsid(child.pid)
+    assert '"pool"' in (tmp_path / "procs.json").read_text()
+
+    started = time.monotonic()
+    stack.stop()
+    took = time.monotonic() - started
+    assert _gone(child.pid)
+    assert _gone(grandchild)
+    assert took < grace_s + 12.0
+
+
+def test_wait_http_ok_fails_fast_when_the_child_exits(tmp_path: Path) -> None:
+    stack = ProcessStack(tmp_path / "logs")
+    child = stack.start(
+        "broken", [sys.executable, "-c", "print('boom: bad config'); raise SystemExit(3)"], env={}
+    )
+    started = time.monotonic()
+    with pytest.raises(StartupError, match=r"broken exited with 3[\s\S]*boom: bad config"):
+        wait_http_ok("http://127.0.0.1:9/never", child, timeout_s=60.0)
+    assert time.monotonic() - started < 10.0
+    stack.stop()
+
+
+def test_prepare_data_dir_wipes_only_its_own_directory(tmp_path: Path) -> None:
+    foreign = tmp_path / "precious"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(StartupError, match="not made by the demo"):
+        prepare_data_dir(foreign)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
+    ours = prepare_data_dir(tmp_path / "demo")
+    (ours / "control.db").write_text("old run")
+    again = prepare_data_dir(ours)
+    assert sorted(p.name for p in again.iterdir()) == [MARKER]
+
+
+def _record(segment: str, arm: Arm, drafts: int, accepted: int) -> RequestRecord:
+    return RequestRecord(
+        request_id="r",
+        tenant="acme",
+        segment_id=1,
+        segment_name=segment,
+        arm=arm,
+        pair_version_id=1 if arm is Arm.SPEC else None,
+        rollout_id=1,
+        reason="canary",
+        outcome="ok",
+        http_status=200,
+        prompt_tokens=5,
+        completion_tokens=drafts + accepted,
+        drafts=drafts,
+        drafted_tokens=3 * drafts,
+        accepted_tokens=accepted,
+        accepted_per_position=(accepted,),
+        ttft_ms=10.0,
+        tpot_ms=5.0,
+        e2e_ms=100.0,
+        finished_at=time.time(),
+    )
+
+
+def test_spec_counters_read_the_gateway_exposition() -> None:
+    metrics = GatewayMetrics(top_k_segments=5)
+    metrics.observe_request(_record("code", Arm.SPEC, drafts=10, accepted=24))
+    metrics.observe_request(_record("code", Arm.SPEC, drafts=6, accepted=8))
+    metrics.observe_request(_record("prose", Arm.SPEC, drafts=4, accepted=2))
+    metrics.observe_request(_record("prose", Arm.BASELINE, drafts=0, accepted=0))
+    body, _ = metrics.render()
+    counters = spec_counters(body.decode())
+    assert counters == {"code": (16.0, 32.0), "prose": (4.0, 2.0)}
+    assert mean_acceptance_length(*counters["code"]) == pytest.approx(3.0)
+    assert mean_acceptance_length(0.0, 0.0) is None
+
+
+def test_acceptance_series_uses_counter_deltas_per_bin() -> None:
+    monitor = Monitor("http://g", "http://c", "t", {}, started_wall=0.0)
+    cumulative = [(0.0, 0, 0), (5.0, 10, 20), (10.0, 20, 40), (15.0, 30, 45), (20.0, 40, 50)]
+    monitor.acceptance = [AcceptancePoint(t, "code", d, a) for t, d, a in cumulative]
+    xs, ys = acceptance_series(monitor, "code", bin_s=10.0)
+    # 0..10 s: 40 accepted over 20 drafts; 10..20 s: 10 over 20.
+    assert xs == [5.0, 15.0]
+    assert ys == pytest.approx([3.0, 1.5])
+
+
+def test_parse_decision_header() -> None:
+    assert parse_decision("arm=spec; pair=tiny-v1; k=3; reason=canary") == {
+        "arm": "spec",
+        "pair": "tiny-v1",
+        "k": "3",
+        "reason": "canary",
+    }
+    assert parse_decision("arm=baseline; reason=rollout_disabled")["arm"] == "baseline"
+    assert parse_decision(None) == {}
