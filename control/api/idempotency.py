@@ -100,7 +100,12 @@ async def idempotency(
         Header(
             alias="Idempotency-Key",
             max_length=200,
-            description="Makes the POST safe to retry: a replay returns the stored response.",
+            description=(
+                "Makes the POST safe to retry: a replay returns the stored response "
+                "(header Idempotent-Replayed: true) and changes nothing. The same key "
+                "with a different path or body is 422 idempotency_key_reused; a "
+                "concurrent first use of the same key is 409."
+            ),
         ),
     ] = None,
 ) -> Idempotency:
