@@ -24,6 +24,7 @@ from celery import Celery
 
 from control.db import Database
 from control.settings import ControlSettings
+from control.snapshot.notifier import install_snapshot_notifier
 
 TASK_PREFIX = "specroute.automation"
 
@@ -38,7 +39,11 @@ class AutomationCelery(Celery):  # type: ignore[misc]
 
     @cached_property
     def database(self) -> Database:
-        return Database(self.specroute_settings.resolved_database_url())
+        database = Database(self.specroute_settings.resolved_database_url())
+        # NOTE: flips made here must reach gateways as fast as admin flips do, so the
+        # worker publishes snapshot bumps exactly like the API process.
+        install_snapshot_notifier(database, redis_url=self.specroute_settings.redis_url)
+        return database
 
 
 def beat_schedule(settings: ControlSettings) -> dict[str, dict[str, Any]]:
