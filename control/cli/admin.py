@@ -287,6 +287,31 @@ def decisions(rollout: int | None = None, limit: int = 20) -> None:
     console.print(table)
 
 
+@app.command("audit")
+def audit(
+    entity_type: str | None = typer.Option(None, help="pair, rollout, segment, ..."),
+    actor: str | None = None,
+    limit: int = 20,
+) -> None:
+    """Latest audit events, newest first."""
+    params: dict[str, Any] = {"limit": limit}
+    if entity_type is not None:
+        params["entity_type"] = entity_type
+    if actor is not None:
+        params["actor"] = actor
+    table = Table("id", "at", "actor", "action", "entity", "reason")
+    for e in api().request("GET", "/audit", params=params)["items"]:
+        table.add_row(
+            str(e["id"]),
+            e["created_at"][:19],
+            e["actor"],
+            e["action"],
+            f"{e['entity_type']} {e['entity_id']}",
+            e["reason"] or "",
+        )
+    console.print(table)
+
+
 @app.command("status")
 def status() -> None:
     """Rollouts and pools at a glance."""

@@ -125,6 +125,9 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
     assert "baseline" in status
     decisions = ok("decisions", "--rollout", rid)
     assert "manual_promote" in decisions and "manual_start" in decisions
+    audit = ok("audit", "--entity-type", "rollout")
+    assert "rollout.promote" in audit and "good" in audit
+    assert "pair.create" not in audit
 
 
 def test_admin_cli_reports_auth_and_connection_errors(server: str) -> None:
