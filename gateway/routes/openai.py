@@ -1,6 +1,7 @@
 """The OpenAI-compatible surface: chat completions, completions, models."""
 
 import logging
+import time
 from typing import Any, Literal, cast
 
 from fastapi import APIRouter, Request, Response
@@ -70,6 +71,7 @@ def _check_model_allowed(tenant: TenantSpec, model: str) -> None:
 
 
 async def _handle(request: Request, schema: type[SamplingParams], path: str) -> Response:
+    started = time.monotonic()  # TTFT and e2e count from arrival, body reading included
     state = gateway_state(request)
     request_id = request_id_of(request)
     tenant = authenticate(request, state.store)
@@ -92,7 +94,9 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
         )
     )
     request.state.decision_header = decision.header()
-    acct = Accounting(state, request_id, tenant, snapshot.quota_weights, decision=decision)
+    acct = Accounting(
+        state, request_id, tenant, snapshot.quota_weights, started=started, decision=decision
+    )
     try:
         await _admit(state, tenant)
         payload = dict(doc)

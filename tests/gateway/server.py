@@ -79,6 +79,7 @@ def run_gateway(
     tmp_path: Path, snapshot: PolicySnapshot | None, **settings: Any
 ) -> Iterator[GatewayServer]:
     """A gateway on a snapshot file; with `control_url` in settings, on that control plane."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "snapshot.json"
     if snapshot is not None:
         write_snapshot(path, snapshot)

@@ -15,6 +15,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from control.contract import Arm, QuotaSpec, RolloutState
+from gateway.decision.cohort import in_spec_cohort
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import OVERRIDE_KEY, TENANT_KEY, make_snapshot, stale
 from tests.gateway.server import GatewayServer, dead_url, run_gateway
@@ -359,3 +360,68 @@ async def test_concurrent_streams_through_async_client(gateway: GatewayServer) -
         await client.close()
     assert len(set(texts)) == 1 and texts[0]
     assert gateway.state.balancer.outstanding("p1-w0") == 0
+
+
+def test_cohorts_are_sticky_across_replicas_and_restarts(
+    tmp_path: Path, vllm_spec_server: RunningServer, vllm_baseline_server: RunningServer
+) -> None:
+    snapshot = make_snapshot(
+        spec_urls=[vllm_spec_server.base_url],
+        baseline_urls=[vllm_baseline_server.base_url],
+        percentage=50.0,
+        state=RolloutState.RAMPING,
+    )
+    body = {"model": "tiny", "messages": PROMPT, "max_tokens": 1}
+    auth = {"Authorization": f"Bearer {TENANT_KEY}"}
+
+    def arms(gw: GatewayServer) -> list[str]:
+        out = []
+        for i in range(12):
+            # Half the users are keyed by the OpenAI `user` field, half by the session header.
+            if i % 2:
+                resp = httpx.post(
+                    gw.base_url + "/v1/chat/completions",
+                    json=body | {"user": f"u{i}"},
+                    headers=auth,
+                )
+            else:
+                resp = httpx.post(
+                    gw.base_url + "/v1/chat/completions",
+                    json=body,
+                    headers=auth | {"x-specroute-session": f"u{i}"},
+                )
+            assert resp.status_code == 200, resp.text
+            out.append(resp.headers["x-specroute-decision"])
+        return out
+
+    with run_gateway(tmp_path / "a", snapshot) as a, run_gateway(tmp_path / "b", snapshot) as b:
+        first, replica = arms(a), arms(b)
+    with run_gateway(tmp_path / "c", snapshot) as restarted:
+        after_restart = arms(restarted)
+    assert first == replica == after_restart
+    # And exactly what the pure bucket rule says for these users.
+    expected = [in_spec_cohort("salt-1", "acme", f"u{i}", 50.0) for i in range(12)]
+    assert [h.startswith("arm=spec") for h in first] == expected
+    assert {h.split(";")[0] for h in first} == {"arm=spec", "arm=baseline"}
+    assert all(h.endswith(("reason=cohort_spec", "reason=cohort_baseline")) for h in first)
+
+
+def test_incompatible_parameter_goes_to_baseline_unchanged(gateway: GatewayServer) -> None:
+    raw = _client(gateway).chat.completions.with_raw_response.create(
+        model="tiny",
+        messages=PROMPT,
+        max_tokens=6,
+        temperature=0.0,
+        logit_bias={"5": 2},
+    )
+    assert raw.headers["x-specroute-decision"] == "arm=baseline; reason=incompatible_parameter"
+    assert raw.parse().usage.completion_tokens == 6  # type: ignore[union-attr]
+
+
+def test_engine_rejection_is_relayed_as_a_4xx(gateway: GatewayServer) -> None:
+    # The tiny pools run with max-model-len 512: the engine itself refuses this.
+    with pytest.raises(openai.BadRequestError) as info:
+        _client(gateway).chat.completions.create(model="tiny", messages=PROMPT, max_tokens=100_000)
+    assert info.value.status_code == 400
+    assert info.value.response.json()["error"]["type"] == "invalid_request_error"
+    assert info.value.response.headers["x-specroute-decision"] == SPEC_HEADER
