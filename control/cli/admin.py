@@ -74,7 +74,7 @@ _state: dict[str, Api] = {}
 @app.callback()
 def _connect(
     url: str = typer.Option(
-        "http://127.0.0.1:8100", "--url", envvar="SPECROUTE_ADMIN_URL", help="Control plane URL."
+        "http://127.0.0.1:8000", "--url", envvar="SPECROUTE_ADMIN_URL", help="Control plane URL."
     ),
     token: str = typer.Option(
         "specroute-admin-dev",

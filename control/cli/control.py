@@ -46,7 +46,7 @@ def migrate(
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to bind."),
-    port: int = typer.Option(8100, help="Port to bind."),
+    port: int = typer.Option(8000, help="Port to bind."),
     database_url: str | None = DatabaseUrl,
     migrate_first: bool = typer.Option(
         True, "--migrate/--no-migrate", help="Upgrade the database to head before serving."
