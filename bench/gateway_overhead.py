@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,6 +49,11 @@ class Sample:
     ttft_ms: float
     tpot_ms: float
     e2e_ms: float
+    error: str = ""  # HTTP status or exception name when not ok
+
+
+def failed(error: str) -> Sample:
+    return Sample(False, 0.0, 0.0, 0.0, error)
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,8 @@ class RunResult:
     concurrency: int
     samples: list[Sample]
     wall_s: float
-    cpu_s: float | None  # CPU seconds of the measured process (the gateway) during the run
+    cpu_s: float | None  # CPU seconds of the gateway process during the run
+    upstream_cpu_s: float  # CPU seconds of the fake upstream: the yardstick on a shared machine
     loadgen_cpu_s: float
 
     @property
@@ -68,6 +75,13 @@ class RunResult:
         return len(self.samples) - len(self.ok)
 
     @property
+    def error_summary(self) -> str:
+        if not self.errors:
+            return "0"
+        kinds = Counter(s.error for s in self.samples if not s.ok)
+        return f"{self.errors} (" + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()) + ")"
+
+    @property
     def rps(self) -> float:
         return len(self.ok) / self.wall_s
 
@@ -77,6 +91,10 @@ class RunResult:
     @property
     def cpu_per_request_ms(self) -> float | None:
         return None if self.cpu_s is None else 1000.0 * self.cpu_s / max(len(self.ok), 1)
+
+    @property
+    def upstream_cpu_per_request_ms(self) -> float:
+        return 1000.0 * self.upstream_cpu_s / max(len(self.ok), 1)
 
 
 def free_port() -> int:
@@ -142,7 +160,7 @@ async def one_request(session: aiohttp.ClientSession, url: str, body: bytes) -> 
         async with session.post(url, data=body) as resp:
             if resp.status != 200:
                 await resp.read()
-                return Sample(False, 0.0, 0.0, 0.0)
+                return failed(str(resp.status))
             async for line in resp.content:
                 # A token chunk is a data line carrying the fake's " tok" text.
                 if line.startswith(b"data: ") and b"tok" in line:
@@ -151,10 +169,10 @@ async def one_request(session: aiohttp.ClientSession, url: str, body: bytes) -> 
                         first = last
                     tokens += 1
         end = time.perf_counter()
-    except aiohttp.ClientError:
-        return Sample(False, 0.0, 0.0, 0.0)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return failed(type(exc).__name__)
     if tokens < 2:
-        return Sample(False, 0.0, 0.0, 0.0)
+        return failed(f"{tokens} tokens")
     return Sample(
         True,
         ttft_ms=1000.0 * (first - t0),
@@ -191,33 +209,42 @@ def drive(coro: Coroutine[Any, Any, list[Sample]]) -> list[Sample]:
 
 
 def run(
-    mode: str, url: str, body: bytes, concurrency: int, total: int, proc: psutil.Process | None
+    mode: str,
+    url: str,
+    body: bytes,
+    concurrency: int,
+    total: int,
+    upstream: psutil.Process,
+    gateway: psutil.Process | None,
 ) -> RunResult:
     # Warm-up: open the connections and let both servers' caches settle.
     drive(closed_loop(url, body, concurrency, min(concurrency * 2, total)))
     me = psutil.Process()
-    cpu0 = sum(proc.cpu_times()[:2]) if proc else None
+    cpu0 = sum(gateway.cpu_times()[:2]) if gateway else None
+    up0 = sum(upstream.cpu_times()[:2])
     me0 = sum(me.cpu_times()[:2])
     t0 = time.perf_counter()
     samples = drive(closed_loop(url, body, concurrency, total))
     wall = time.perf_counter() - t0
-    cpu = None if proc is None or cpu0 is None else sum(proc.cpu_times()[:2]) - cpu0
-    return RunResult(mode, concurrency, samples, wall, cpu, sum(me.cpu_times()[:2]) - me0)
+    cpu = None if gateway is None or cpu0 is None else sum(gateway.cpu_times()[:2]) - cpu0
+    up = sum(upstream.cpu_times()[:2]) - up0
+    return RunResult(mode, concurrency, samples, wall, cpu, up, sum(me.cpu_times()[:2]) - me0)
 
 
 def table(pairs: list[tuple[RunResult, RunResult]]) -> str:
     head = (
         "| conc | mode | n | err | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | req/s "
-        "| added TTFT p50 / p99 | added TPOT p50 / p99 | req/s ratio | gw CPU ms/req |"
+        "| added TTFT p50 / p99 | added TPOT p50 / p99 | req/s ratio | gw CPU ms/req "
+        "| upstream CPU ms/req |"
     )
-    lines = [head, "|" + "---|" * 13]
+    lines = [head, "|" + "---|" * 14]
     for direct, gw in pairs:
         for r in (direct, gw):
             row = [
                 str(r.concurrency),
                 r.mode,
                 str(len(r.samples)),
-                str(r.errors),
+                r.error_summary,
                 f"{r.pct('ttft_ms', 50):.2f}",
                 f"{r.pct('ttft_ms', 99):.2f}",
                 f"{r.pct('tpot_ms', 50):.3f}",
@@ -235,6 +262,7 @@ def table(pairs: list[tuple[RunResult, RunResult]]) -> str:
                 ]
             else:
                 row += ["", "", "", ""]
+            row.append(f"{r.upstream_cpu_per_request_ms:.2f}")
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -278,6 +306,7 @@ def main() -> None:
     p.add_argument("--write-results", type=Path, default=None)
     a = p.parse_args()
     levels = [int(c) for c in a.concurrency.split(",")]
+    load = os.getloadavg()[0]
     path = "/v1/chat/completions" if a.endpoint == "chat" else "/v1/completions"
     body = request_body(a.endpoint)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -300,12 +329,14 @@ def main() -> None:
             gateway = subprocess.Popen(gateway_cmd, env=gw_env)
             procs.append(gateway)
             wait_ready(f"http://127.0.0.1:{gw_port}/readyz", gateway)
-            gw_proc = psutil.Process(gateway.pid)
+            gw_proc, up_proc = psutil.Process(gateway.pid), psutil.Process(upstream.pid)
             pairs = []
             for c in levels:
                 total = a.requests or max(150, 8 * c)
-                direct = run("direct", f"http://127.0.0.1:{up_port}{path}", body, c, total, None)
-                gw = run("gateway", f"http://127.0.0.1:{gw_port}{path}", body, c, total, gw_proc)
+                direct_url = f"http://127.0.0.1:{up_port}{path}"
+                gw_url = f"http://127.0.0.1:{gw_port}{path}"
+                direct = run("direct", direct_url, body, c, total, up_proc, None)
+                gw = run("gateway", gw_url, body, c, total, up_proc, gw_proc)
                 pairs.append((direct, gw))
                 print(f"concurrency {c}: direct {direct.rps:.1f} req/s, gateway {gw.rps:.1f} req/s")
         finally:
@@ -326,8 +357,9 @@ def main() -> None:
             SECTION,
             "",
             f"Command: `{cmd.strip()}` ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-            f"{psutil.cpu_count()} CPUs, shared). Upstream: bench.fake_upstream, {a.tokens} tokens "
-            f"every {a.interval_ms} ms, streaming {a.endpoint}; closed loop, aiohttp client; "
+            f"{psutil.cpu_count()} CPUs shared, load average {load:.1f} at start). "
+            f"Upstream: bench.fake_upstream, {a.tokens} tokens every {a.interval_ms} ms, "
+            f"streaming {a.endpoint}; closed loop, aiohttp client; "
             "latencies in ms, TPOT = (last token - first token) / (tokens - 1).",
             "",
             table(pairs),

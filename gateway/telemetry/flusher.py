@@ -62,6 +62,7 @@ class TelemetryFlusher:
         self._send_lock = asyncio.Lock()
         self.consecutive_failures = 0
         self.flushed = 0
+        self.partially_stored = 0
         self.dropped: dict[DropReason, int] = {"overflow": 0, "rejected": 0, "shutdown": 0}
 
     @property
@@ -148,12 +149,18 @@ class TelemetryFlusher:
                 # to resend and count the window twice.
                 log.warning("control acked telemetry with an unreadable body")
                 return "ok"
-            log.debug(
-                "telemetry window %s: stored=%d duplicates=%d",
-                batch.window_start.isoformat(),
-                ack.stored,
-                ack.duplicates,
-            )
+            if ack.stored and ack.duplicates:
+                # A first delivery that is partly "duplicate" means control keyed two of
+                # our windows alike (e.g. same segment/arm/pair, different rollout): counts
+                # were lost there, and only this log says so.
+                log.warning(
+                    "control stored %d of %d windows of batch %s; %d collided",
+                    ack.stored,
+                    len(batch.windows),
+                    batch.window_start.isoformat(),
+                    ack.duplicates,
+                )
+                self.partially_stored += 1
             return "ok"
         if resp.status_code in _PERMANENT_REJECTIONS:
             log.error(

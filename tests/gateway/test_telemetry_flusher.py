@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 
 import httpx
+import pytest
 import pytest_asyncio
 import uvicorn
 from starlette.applications import Starlette
@@ -33,6 +34,7 @@ class ControlPeer:
     stored: set[tuple[str, float]] = field(default_factory=set)
     fail_next: list[int] = field(default_factory=list)  # statuses to answer before accepting
     attempts: int = 0
+    collide_windows: bool = False  # store only one window per batch, as a too-coarse key would
 
 
 def rec(finished_at: float, **kw: object) -> RequestRecord:
@@ -85,7 +87,9 @@ async def peer() -> AsyncIterator[ControlPeer]:
         if key in state.stored:
             return JSONResponse(TelemetryAck(stored=0, duplicates=len(batch.windows)).model_dump())
         state.stored.add(key)
-        return JSONResponse(TelemetryAck(stored=len(batch.windows), duplicates=0).model_dump())
+        stored = 1 if state.collide_windows else len(batch.windows)
+        ack = TelemetryAck(stored=stored, duplicates=len(batch.windows) - stored)
+        return JSONResponse(ack.model_dump())
 
     app = Starlette(routes=[Route("/internal/v1/telemetry", telemetry, methods=["POST"])])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
@@ -240,3 +244,17 @@ async def test_shutdown_with_control_down_gives_up_by_the_deadline(
     await flusher.flush_all(deadline_s=0.5)
     assert loop.time() - started < 2.0
     assert flusher.dropped["shutdown"] == 2 and flusher.pending == 0
+
+
+async def test_a_partly_stored_first_delivery_is_counted_and_logged(
+    peer: ControlPeer, client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    agg = TelemetryAggregator("gw-a", window_seconds=10, max_pending_windows=16)
+    flusher = TelemetryFlusher(agg, client, peer.url, TOKEN, 0.01)
+    agg.record(rec(T0 + 1, rollout_id=3))
+    agg.record(rec(T0 + 2, rollout_id=4))  # same segment/arm/pair, another rollout
+    flusher.collect(T0 + 10)
+    peer.collide_windows = True
+    assert await flusher.send_pending() is True
+    assert flusher.partially_stored == 1
+    assert "stored 1 of 2 windows" in caplog.text
