@@ -12,8 +12,8 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tiny_pair"
 def train_tiny(
     out: Path = typer.Option(DEFAULT_OUT, help="Directory that receives target/ and draft/."),
     minutes: float = typer.Option(35.0, help="Wall-clock safety net; steps set the result."),
-    target_steps: int = typer.Option(240, help="Optimiser steps for the target."),
-    draft_steps: int = typer.Option(360, help="Optimiser steps for the distilled draft."),
+    target_steps: int = typer.Option(64, help="Optimiser steps for the target."),
+    draft_steps: int = typer.Option(64, help="Optimiser steps for the distilled draft."),
     seed: int = typer.Option(1234, help="Seed for initialisation and batch sampling."),
     batch_size: int = typer.Option(8, help="Windows per optimiser step."),
     seq_len: int = typer.Option(256, help="Tokens per training window."),

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaForCausalLM
 
-from engine.tiny.models import logits_of
+from engine.tiny.models import generate_greedy, logits_of
 
 
 def kl_to_target(
@@ -45,13 +45,4 @@ def target_rollouts(target: LlamaForCausalLM, prompts: torch.Tensor, length: int
     well (sequence-level distillation) trains the draft where it is evaluated.
     """
     assert prompts.ndim == 2 and prompts.shape[1] < length
-    new_tokens = length - prompts.shape[1]
-    out: torch.Tensor = target.generate(
-        input_ids=prompts,
-        attention_mask=torch.ones_like(prompts),
-        max_new_tokens=new_tokens,
-        min_new_tokens=new_tokens,
-        do_sample=False,
-    )
-    assert out.shape == (prompts.shape[0], length)
-    return out
+    return generate_greedy(target, prompts, length - prompts.shape[1])

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LlamaForCausalLM
 
-from engine.tiny.models import logits_of
+from engine.tiny.models import generate_greedy, logits_of
 
 
 @dataclass(frozen=True)
@@ -82,17 +82,7 @@ def greedy_continuations(
     target: LlamaForCausalLM, prompts: list[torch.Tensor], new_tokens: int
 ) -> list[torch.Tensor]:
     """The target's own greedy continuation of each [prompt_len] prompt: prompt + new."""
-    outputs = []
-    for prompt in prompts:
-        ids = target.generate(
-            input_ids=prompt.unsqueeze(0),
-            attention_mask=torch.ones(1, prompt.numel(), dtype=torch.int64),
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            do_sample=False,
-        )
-        outputs.append(ids[0])
-    return outputs
+    return [generate_greedy(target, prompt.unsqueeze(0), new_tokens)[0] for prompt in prompts]
 
 
 @torch.no_grad()

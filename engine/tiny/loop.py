@@ -85,7 +85,7 @@ def run_loop(
                 group["lr"] = lr_at(step, settings)
             loss = loss_fn(step)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            torch.autograd.backward(loss)
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
             opt.step()
             window.append(float(loss.detach()))

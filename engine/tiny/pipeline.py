@@ -47,11 +47,11 @@ class TrainTinySettings:
     seq_len: int = 256
     batch_size: int = 8
     prose_fraction: float = 0.2
-    target_steps: int = 240
-    target_lr: float = 2e-3
-    draft_steps: int = 360
-    draft_lr: float = 3e-3
-    rollouts: int = 96  # greedy target continuations of code prompts, for the draft
+    target_steps: int = 64
+    target_lr: float = 4e-3
+    draft_steps: int = 64
+    draft_lr: float = 4e-3
+    rollouts: int = 64  # greedy target continuations of code prompts, for the draft
     rollout_prompt_len: int = 64
     rollout_fraction: float = 0.5  # share of each draft batch taken from the rollouts
     minutes: float = 35.0  # safety net; see run_loop
@@ -82,6 +82,7 @@ def train_tiny(s: TrainTinySettings, log: Callable[[str], None] = print) -> dict
 
     tok: Tokenizer = train_tokenizer((d.text for d in corpus.train), s.vocab_size)
     eos_id = tok.token_to_id(EOS)
+    assert eos_id is not None, "the trainer always adds the special tokens"
     save_tokenizer(tok, target_dir, MAX_POSITIONS)
     copy_tokenizer(target_dir, draft_dir)
     log(f"tokenizer: vocab {tok.get_vocab_size()} ({time.monotonic() - started:.0f}s)")

@@ -28,8 +28,8 @@ class ModelShape:
         return {**asdict(self), "num_attention_heads": self.num_attention_heads}
 
 
-TARGET_SHAPE = ModelShape(hidden_size=384, num_hidden_layers=6, intermediate_size=1024)
-DRAFT_SHAPE = ModelShape(hidden_size=256, num_hidden_layers=1, intermediate_size=768)
+TARGET_SHAPE = ModelShape(hidden_size=256, num_hidden_layers=4, intermediate_size=768)
+DRAFT_SHAPE = ModelShape(hidden_size=128, num_hidden_layers=1, intermediate_size=384)
 VOCAB_SIZE = 4096
 MAX_POSITIONS = 1024
 

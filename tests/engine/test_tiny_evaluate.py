@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from engine.tiny.evaluate import (
     acceptance_probability,
@@ -19,6 +19,8 @@ from engine.tiny.evaluate import (
     greedy_windows,
     positional_products,
 )
+from engine.tiny.models import build_model
+from engine.tiny.shapes import ModelShape
 
 
 def test_acceptance_probability_is_one_minus_total_variation() -> None:
@@ -124,21 +126,9 @@ def test_positional_products_closed_form_for_constant_beta() -> None:
 
 
 def _tiny_llama(seed: int, layers: int) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=layers,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=64,
-        max_position_embeddings=128,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
+    return build_model(
+        ModelShape(64, layers, 128), vocab_size=64, max_positions=128, eos_id=0, seed=seed
     )
-    return LlamaForCausalLM(config).eval()
 
 
 def test_model_estimates_on_identical_and_different_models() -> None:
