@@ -175,7 +175,9 @@ async def relay_stream(
             if out is not None:
                 yield out
             try:
-                payload = await asyncio.wait_for(anext(events), timeout=idle_timeout_s)
+                # NOTE: asyncio.timeout, not wait_for: no extra Task per chunk on the hot path.
+                async with asyncio.timeout(idle_timeout_s):
+                    payload = await anext(events)
             except StopAsyncIteration:
                 payload = None
             except TimeoutError:

@@ -5,6 +5,7 @@ each gateway here is a real uvicorn server routing on a PolicySnapshot file.
 """
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from control.contract import Arm, QuotaSpec, RolloutState
+from control.contract import Arm, QuotaSpec, RolloutState, TelemetryWindow
 from gateway.decision.cohort import in_spec_cohort
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import OVERRIDE_KEY, TENANT_KEY, make_snapshot, stale
@@ -300,8 +301,10 @@ def test_client_disconnect_aborts_the_engine_request(
         while _engine_metric(engine, "vllm:num_requests_running") > 0:
             assert time.monotonic() - disconnected < 3.0, "engine kept the request running"
             time.sleep(0.05)
+        abort_s = time.monotonic() - disconnected
         generated = _engine_metric(engine, "vllm:generation_tokens_total") - before
         windows = [w for b in gw.state.aggregator.drain_all() for w in b.windows]
+    print(f"engine idle {abort_s:.3f}s after disconnect; {generated:.0f}/{max_tokens} tokens made")
     assert running_mid >= 1
     assert generated < max_tokens, f"engine generated {generated} tokens: not aborted"
     # The gateway accounts the request as cancelled, not as an error or a success.
@@ -425,3 +428,33 @@ def test_engine_rejection_is_relayed_as_a_4xx(gateway: GatewayServer) -> None:
     assert info.value.status_code == 400
     assert info.value.response.json()["error"]["type"] == "invalid_request_error"
     assert info.value.response.headers["x-specroute-decision"] == SPEC_HEADER
+
+
+def test_idle_gap_mid_stream_ends_with_a_timeout_event(
+    tmp_path: Path, vllm_baseline_server: RunningServer
+) -> None:
+    snapshot = make_snapshot(spec_urls=[], baseline_urls=[vllm_baseline_server.base_url])
+    # 0.1 ms between engine chunks is shorter than any real decode step: a real timeout.
+    with run_gateway(tmp_path, snapshot, idle_timeout_s=0.0001) as gw:
+        with httpx.stream(
+            "POST",
+            gw.base_url + "/v1/completions",
+            json={
+                "model": "tiny",
+                "prompt": "x",
+                "max_tokens": 200,
+                "ignore_eos": True,
+                "stream": True,
+            },
+            headers={"Authorization": f"Bearer {TENANT_KEY}"},
+        ) as resp:
+            assert resp.status_code == 200  # the first token came in time
+            events = [line for line in resp.iter_lines() if line.startswith("data: ")]
+        deadline = time.monotonic() + 5.0
+        windows: list[TelemetryWindow] = []
+        while not windows and time.monotonic() < deadline:
+            windows = [w for b in gw.state.aggregator.drain_all() for w in b.windows]
+            time.sleep(0.05)
+    assert json.loads(events[-1].removeprefix("data: "))["error"]["code"] == "idle_timeout"
+    assert len(events) < 200
+    assert [(w.requests, w.errors) for w in windows] == [(1, 1)]
