@@ -74,7 +74,7 @@ async def open_upstream(
         tried: set[str] = set()
         while (lease := balancer.acquire(current.pool, tried)) is not None:
             tried.add(lease.worker.id)
-            url = lease.worker.endpoint_url.rstrip("/") + path
+            url = _engine_base(lease.worker.endpoint_url) + path
             request = client.build_request("POST", url, content=body, headers=headers)
             try:
                 response = await asyncio.wait_for(
@@ -118,6 +118,12 @@ async def open_upstream(
         last_error = _tagged(last_error, current)
         current = current.fall_back() if current.fallback is not None else None
     raise last_error
+
+
+def _engine_base(endpoint_url: str) -> str:
+    """Workers register their server root; tolerate one registered with the /v1 suffix."""
+    base = endpoint_url.rstrip("/")
+    return base.removesuffix("/v1")
 
 
 def _tagged(error: GatewayError, decision: Decision) -> GatewayError:

@@ -160,12 +160,37 @@ async def _admit(state: GatewayState, tenant: TenantSpec) -> None:
         )
 
 
-@router.post("/v1/chat/completions", responses=_ERRORS)
+def _body_doc(schema: type[SamplingParams]) -> dict[str, Any]:
+    """The body schema for the OpenAPI document; parsing stays manual (400 vs 422, size cap)."""
+    doc = schema.model_json_schema()
+    defs = doc.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        # "#/$defs/X" would resolve against the OpenAPI document root; our models nest
+        # without cycles, so the definitions are simply inlined.
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": inline(doc)}},
+        }
+    }
+
+
+@router.post("/v1/chat/completions", responses=_ERRORS, openapi_extra=_body_doc(ChatCompletionBody))
 async def chat_completions(request: Request) -> Response:
     return await _handle(request, ChatCompletionBody, "/v1/chat/completions")
 
 
-@router.post("/v1/completions", responses=_ERRORS)
+@router.post("/v1/completions", responses=_ERRORS, openapi_extra=_body_doc(CompletionBody))
 async def completions(request: Request) -> Response:
     return await _handle(request, CompletionBody, "/v1/completions")
 

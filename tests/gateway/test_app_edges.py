@@ -229,3 +229,20 @@ def test_workers_leaving_the_snapshot_drop_their_metric_series(tmp_path: Path) -
         while 'worker="p1-w0"' in httpx.get(gw.base_url + "/metrics").text:
             assert time.monotonic() < deadline, "the departed worker's series stayed"
             time.sleep(0.05)
+
+
+def test_openapi_documents_the_bodies_and_errors(dead_gateway: GatewayServer) -> None:
+    doc = httpx.get(dead_gateway.base_url + "/openapi.json").json()
+    chat = doc["paths"]["/v1/chat/completions"]["post"]
+    schema = chat["requestBody"]["content"]["application/json"]["schema"]
+    assert set(schema["required"]) == {"model", "messages"}
+    assert schema["properties"]["temperature"]["anyOf"][0]["maximum"] == 2.0
+    assert {"400", "401", "403", "413", "422", "429", "502", "503", "504"} <= set(chat["responses"])
+    assert "$ref" not in str(doc["paths"])  # every schema is self-contained
+
+
+def test_worker_registered_with_v1_suffix_is_reached_at_its_root() -> None:
+    from gateway.proxy.upstream import _engine_base
+
+    assert _engine_base("http://h:8000/v1/") == "http://h:8000"
+    assert _engine_base("http://h:8000") == "http://h:8000"
