@@ -25,7 +25,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -296,6 +296,53 @@ def write_results(path: Path, text: str) -> None:
     path.write_text(new)
 
 
+def serve_profiled(port: int, out: Path) -> None:
+    """The gateway under cProfile (CPU-time clock), stats dumped to `out` on SIGTERM."""
+    import contextlib
+    import cProfile
+    import signal
+
+    import uvicorn
+
+    from gateway.app import create_app
+
+    class Server(uvicorn.Server):
+        # NOTE: uvicorn re-raises a captured SIGTERM after shutdown, which would kill
+        # the process before the stats are written; take the signal ourselves instead.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(
+        create_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False
+    )
+    server = Server(config)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
+    profile = cProfile.Profile(time.process_time)
+    profile.enable()
+    server.run()
+    profile.disable()
+    profile.dump_stats(out)
+
+
+def profile_by_package(path: Path, top: int = 12) -> list[str]:
+    """Exclusive CPU time grouped by package: where a request's CPU goes, without overlap."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    groups: Counter[str] = Counter()
+    for (filename, _line, _name), (_cc, _nc, own_s, _cum, _callers) in stats.items():
+        if "site-packages/" in filename:
+            key = filename.split("site-packages/")[1].split("/")[0]
+        elif "/gateway/" in filename:
+            key = "gateway." + filename.split("/gateway/")[1].split("/")[0].removesuffix(".py")
+        else:
+            key = "python stdlib and builtins"
+        groups[key] += own_s
+    total = sum(groups.values())
+    return [f"- {100 * t / total:4.1f} %  {k}" for k, t in groups.most_common(top)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--concurrency", default="1,64,256")
@@ -304,7 +351,17 @@ def main() -> None:
     p.add_argument("--interval-ms", type=float, default=5.0)
     p.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
     p.add_argument("--write-results", type=Path, default=None)
+    p.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="run the gateway under cProfile and write its stats here (slows it ~2x)",
+    )
+    p.add_argument("--serve-profiled", nargs=2, metavar=("PORT", "OUT"), help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.serve_profiled:
+        serve_profiled(int(a.serve_profiled[0]), Path(a.serve_profiled[1]))
+        return
     levels = [int(c) for c in a.concurrency.split(",")]
     load = os.getloadavg()[0]
     path = "/v1/chat/completions" if a.endpoint == "chat" else "/v1/completions"
@@ -322,6 +379,9 @@ def main() -> None:
         gateway_cmd = [sys.executable, "-m", "uvicorn", "gateway.app:create_app", "--factory"]
         gateway_cmd += ["--host", "127.0.0.1", "--port", str(gw_port), "--no-access-log"]
         gateway_cmd += ["--log-level", "warning", "--backlog", "4096"]
+        if a.profile is not None:
+            gateway_cmd = [sys.executable, "-m", "bench.gateway_overhead", "--serve-profiled"]
+            gateway_cmd += [str(gw_port), str(a.profile.resolve())]
         try:
             upstream = subprocess.Popen(upstream_cmd, env=env)
             procs.append(upstream)
@@ -344,7 +404,7 @@ def main() -> None:
                 proc.terminate()
             for proc in procs:
                 try:
-                    proc.wait(timeout=10)
+                    proc.wait(timeout=30)  # a profiled gateway writes its stats on the way out
                 except subprocess.TimeoutExpired:
                     proc.kill()
     cmd = "python -m bench.gateway_overhead " + " ".join(sys.argv[1:])
@@ -368,6 +428,9 @@ def main() -> None:
             f"- load generator CPU (of one core): {loadgen}",
         ]
     )
+    if a.profile is not None:
+        report += "\n\nGateway CPU by package (cProfile, exclusive time):\n"
+        report += "\n".join(profile_by_package(a.profile))
     print(report)
     if a.write_results is not None:
         write_results(a.write_results, report)
