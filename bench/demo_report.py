@@ -173,7 +173,7 @@ def acceptance_series(
 
 
 def plot_acceptance(
-    monitor: Monitor, segments: Sequence[str], path: Path, bin_s: float = 15.0
+    monitor: Monitor, segments: Sequence[str], path: Path, bin_s: float = 15.0, k: int = 3
 ) -> Path:
     fig, axes = plt.subplots(len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False)
     for ax, seg in zip(axes[:, 0], segments, strict=True):
@@ -181,7 +181,8 @@ def plot_acceptance(
         ax.plot(xs, ys, marker="o", color=ARM_COLORS["spec"], label="spec arm")
         ax.set_title(f"{seg}: mean acceptance length per {bin_s:g} s (gateway counters)")
         ax.set_ylabel("tokens / target pass")
-        ax.set_ylim(bottom=1.0)
+        # tau lies in [1, k + 1]; a fixed scale makes segments comparable at a glance.
+        ax.set_ylim(0.9, max([k + 1.2, *ys]))
         _mark_changes(ax, state_changes(monitor.decisions, seg))
         ax.legend(loc="lower right", fontsize=8)
     axes[-1, 0].set_xlabel("seconds since traffic started")

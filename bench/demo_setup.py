@@ -3,8 +3,9 @@
 The segments differ in how well speculation can pay on the bundled pair: code
 completion at temperature 0 is where the draft agrees with the target most
 (the draft was distilled on the target's greedy code rollouts), prose at 0.7
-and creative text at 1.3 sample further from that path. Nothing here says
-which segment wins: the automation decides on what the gateway measured.
+and creative text at 1.3 sample further from that path, and two-token labels
+leave no room to amortise a draft. Nothing here says which segment wins: the
+automation decides on what the gateway measured.
 """
 
 from dataclasses import dataclass, field
@@ -41,6 +42,10 @@ DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
     SegmentPlan("code-completion", "code", "acme", 0.0, CODE_PROMPTS, 48, 0.5, 2, 24),
     SegmentPlan("prose", "prose", "acme", 0.7, PROSE_PROMPTS, 48, 0.35, 3, 24),
     SegmentPlan("creative", "creative", "globex", 1.3, PROSE_PROMPTS, 48, 0.35, 3, 24),
+    # NOTE: two-token answers (labels, yes/no): the one decode step after the first token
+    # costs k draft passes plus a wider verify on the spec arm and cannot be amortised
+    # over accepted tokens, however high the acceptance. Where speculation cannot pay.
+    SegmentPlan("short-labels", "classify", "globex", 0.0, PROSE_PROMPTS, 2, 0.5, 2, 24),
 )
 
 # Tuned so each rollout can be judged within a few minutes of CPU traffic: a

@@ -82,7 +82,7 @@ def test_short_demo_decides_reports_and_leaves_no_process(tmp_path: Path) -> Non
 
     summary = json.loads((report / "summary.json").read_text())
     by_segment = {s["segment"]: s for s in summary["segments"]}
-    assert set(by_segment) == {"code-completion", "prose", "creative"}
+    assert set(by_segment) == {"code-completion", "prose", "creative", "short-labels"}
     for name, seg in by_segment.items():
         assert seg["requests"] > 0 and seg["ok"] > 0, (name, seg)
     served = sum(s["spec_requests"] for s in by_segment.values())
