@@ -80,7 +80,14 @@ class _Accumulator:
 
 
 class TelemetryAggregator:
-    def __init__(self, gateway_id: str, window_seconds: int, max_pending_windows: int) -> None:
+    def __init__(
+        self,
+        gateway_id: str,
+        window_seconds: int,
+        max_pending_windows: int,
+        *,
+        started_at: float | None = None,
+    ) -> None:
         if window_seconds <= 0:
             raise ValueError("window_seconds must be positive")
         if max_pending_windows <= 0:
@@ -91,7 +98,12 @@ class TelemetryAggregator:
         # window start (epoch seconds) -> key -> accumulator; dicts keep insertion order,
         # and starts are inserted in increasing order, so the first is the oldest.
         self._windows: dict[int, dict[WindowKey, _Accumulator]] = {}
-        self._last_drained_start: int | None = None
+        # NOTE: with started_at, the window this process was born in counts as drained:
+        # a previous process with the same gateway id may have flushed it at shutdown,
+        # and control would discard a second batch for it. Its records go one window on.
+        self._last_drained_start: int | None = (
+            None if started_at is None else self.window_start_of(started_at)
+        )
         self._lock = threading.Lock()
         self.dropped_windows = 0
         self.dropped_requests = 0

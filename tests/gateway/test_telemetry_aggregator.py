@@ -124,6 +124,19 @@ def test_a_late_record_goes_to_the_next_window_not_a_second_batch() -> None:
     assert later.windows[0].requests == 1
 
 
+def test_a_restarted_gateway_never_re_emits_its_birth_window() -> None:
+    before = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8)
+    before.record(rec(finished_at=T0 + 2))
+    [flushed_at_shutdown] = before.drain_all()
+    after = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8, started_at=T0 + 5)
+    after.record(rec(finished_at=T0 + 6))
+    after.record(rec(finished_at=T0 + 11))
+    [batch] = after.drain_all()
+    assert flushed_at_shutdown.window_start.timestamp() == T0
+    assert batch.window_start.timestamp() == T0 + 10  # not T0: control would drop it
+    assert batch.windows[0].requests == 2
+
+
 def test_memory_cap_drops_the_oldest_windows_and_counts_them() -> None:
     agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=3)
     for i in range(5):
