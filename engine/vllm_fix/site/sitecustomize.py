@@ -28,7 +28,13 @@ class _PatchingLoader(importlib.abc.Loader):
         self._inner.exec_module(module)
         from engine.vllm_fix.expand import patch_module
 
-        patch_module(module)
+        if patch_module(module):
+            # NOTE: stderr, not logging: nothing has configured logging this early,
+            # and operators should see in each server log that the fix is in.
+            print(
+                f"specroute: patched {_TARGET}._expand_kernel_impl (pid {os.getpid()})",
+                file=sys.stderr,
+            )
 
 
 class _PatchFinder(importlib.abc.MetaPathFinder):
