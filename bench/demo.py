@@ -25,6 +25,7 @@ from rich.text import Text
 
 from bench.demo_monitor import DecisionEvent, Monitor, mean_acceptance_length
 from bench.demo_processes import StartupError
+from bench.demo_records import write_records
 from bench.demo_report import (
     plot_acceptance,
     plot_tpot,
@@ -142,24 +143,13 @@ async def _drive(
             await monitor.sample(gen.elapsed())
             live.update(_live_view(gen, monitor, duration_s))
         await traffic
-        await _write_records(stack.data_dir / "records", monitor)
+        await write_records(stack.data_dir / "records", monitor.decisions, monitor.record_markdown)
     finally:
         if not traffic.done():
             traffic.cancel()
             await asyncio.gather(traffic, return_exceptions=True)
         await monitor.close()
     return gen, monitor
-
-
-async def _write_records(records_dir: Path, monitor: Monitor) -> None:
-    records_dir.mkdir(parents=True, exist_ok=True)
-    for d in monitor.decisions:
-        if not d.has_record:
-            continue
-        text = await monitor.record_markdown(d.id)
-        if text is not None:
-            path = records_dir / f"decision-{d.id}-{d.segment}-{d.to_state}.md"
-            path.write_text(text)
 
 
 def _report(stack: DemoStack, gen: TrafficGenerator, monitor: Monitor) -> None:
@@ -181,7 +171,7 @@ def _report(stack: DemoStack, gen: TrafficGenerator, monitor: Monitor) -> None:
     for path in records:
         console.print(f"  {path}")
     if not records:
-        console.print("  none: no rollout was promoted to full or disabled in this run")
+        console.print("  none: the automation changed no rollout's state in this run")
 
 
 def _start(stack: DemoStack) -> None:

@@ -9,8 +9,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.demo_monitor import AcceptancePoint, Monitor, mean_acceptance_length, spec_counters
+from bench.demo_monitor import (
+    AcceptancePoint,
+    DecisionEvent,
+    Monitor,
+    mean_acceptance_length,
+    spec_counters,
+)
 from bench.demo_processes import ProcessStack, StartupError, wait_http_ok
+from bench.demo_records import write_records
 from bench.demo_report import acceptance_series
 from bench.demo_stack import MARKER, prepare_data_dir
 from bench.traffic import parse_decision
@@ -157,3 +164,67 @@ def test_parse_decision_header() -> None:
     }
     assert parse_decision("arm=baseline; reason=rollout_disabled")["arm"] == "baseline"
     assert parse_decision(None) == {}
+
+
+def _decision(
+    id_: int, kind: str, from_state: str, to_state: str, *, has_record: bool
+) -> DecisionEvent:
+    evidence = {
+        "task_id": "task-1",
+        "threshold_set": {"name": "demo", "version": 1},
+        "statistics": {
+            "spec": {"requests": 18, "errors": 0, "window_ids": [3, 9]},
+            "baseline": {"requests": 20, "errors": 0, "window_ids": [2]},
+            "acceptance": {"alpha": 1.0, "mean_acceptance_length": 4.0, "drafts": 18},
+            "tpot": {
+                "speedup": {
+                    "speedup": 0.464,
+                    "lower": 0.211,
+                    "upper": 1.059,
+                    "median_spec_ms": 68.13,
+                    "median_baseline_ms": 31.62,
+                },
+                "mann_whitney": {"p_value": 0.01398},
+            },
+            "missing": [],
+        },
+    }
+    return DecisionEvent(
+        id=id_,
+        t_s=56.0,
+        segment="short-labels",
+        kind=kind,
+        from_state=from_state,
+        to_state=to_state,
+        to_percentage=0.0,
+        actor="automation",
+        reason="TPOT regression: spec slower (Mann-Whitney p = 0.014)",
+        has_record=has_record,
+        evidence=evidence,
+    )
+
+
+async def test_write_records_keeps_control_records_and_renders_the_rest(tmp_path: Path) -> None:
+    decisions = [
+        _decision(8, "hold", "canary", "canary", has_record=False),
+        _decision(12, "canary_rollback", "canary", "rolled_back", has_record=False),
+        _decision(13, "guard_low_acceptance", "canary", "disabled", has_record=True),
+    ]
+    fetched: list[int] = []
+
+    async def fetch(decision_id: int) -> str | None:
+        fetched.append(decision_id)
+        return f"# control record {decision_id}\n"
+
+    paths = await write_records(tmp_path / "records", decisions, fetch)
+    assert [p.name for p in paths] == [
+        "decision-12-short-labels-rolled_back.md",
+        "decision-13-short-labels-disabled.md",
+    ]
+    assert fetched == [13]  # only decisions the control plane holds a record for
+    assert paths[1].read_text() == "# control record 13\n"
+    rendered = paths[0].read_text()
+    assert rendered.startswith("# Canary rollback: short-labels canary → rolled_back")
+    assert "TPOT regression: spec slower" in rendered
+    assert "TPOT speedup 0.464 (CI 0.211–1.059), medians 68.13 ms spec vs 31.62 ms" in rendered
+    assert "- spec arm: 18 requests, 0 errors, 2 windows" in rendered
