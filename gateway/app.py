@@ -5,6 +5,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+import aiohttp
 import httpx
 from fastapi import FastAPI
 
@@ -23,16 +24,19 @@ from gateway.telemetry.flusher import TelemetryFlusher
 log = logging.getLogger(__name__)
 
 
-def _engine_client(settings: GatewaySettings) -> httpx.AsyncClient:
-    timeout = httpx.Timeout(
-        connect=settings.connect_timeout_s,
-        read=None,  # the relay enforces first-token, idle and total limits itself
-        write=settings.connect_timeout_s,
-        pool=settings.connect_timeout_s,
+def _engine_session(settings: GatewaySettings) -> aiohttp.ClientSession:
+    # No total or read timeout: the relay enforces first-token, idle and total limits.
+    timeout = aiohttp.ClientTimeout(
+        total=None, connect=settings.connect_timeout_s, sock_connect=settings.connect_timeout_s
     )
     # No connection cap: concurrency is bounded by the engines, not by this pool.
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
-    return httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
+    # NOTE: idle connections are dropped before the engine's own keep-alive (vLLM/uvicorn:
+    # 5 s) closes them; reusing one the engine already closed fails like a dead
+    # worker and would needlessly count against its breaker.
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=3.0)
+    return aiohttp.ClientSession(
+        connector=connector, timeout=timeout, auto_decompress=False, trust_env=False
+    )
 
 
 def build_state(settings: GatewaySettings) -> GatewayState:
@@ -52,7 +56,6 @@ def build_state(settings: GatewaySettings) -> GatewayState:
             settings.telemetry_max_pending_windows,
         ),
         quota=make_quota_limiter(settings.redis_url),
-        engine_client=_engine_client(settings),
         control_client=httpx.AsyncClient(timeout=5.0, trust_env=False),
     )
 
@@ -89,6 +92,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         on_poll=on_poll,
     )
     app.state.poller = poller
+    state.engine_session = _engine_session(settings)
     # One refresh before serving, so a healthy deployment is ready at once.
     await poller.poll_once()
     tasks = [asyncio.create_task(poller.run(), name="snapshot-poller")]
@@ -121,7 +125,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         if flusher is not None:
             with contextlib.suppress(Exception):
                 await flusher.flush_all()
-        await state.engine_client.aclose()
+        await state.engine.close()
         await state.control_client.aclose()
 
 

@@ -3,6 +3,7 @@
 import asyncio
 from dataclasses import dataclass, field
 
+import aiohttp
 import httpx
 
 from gateway.metrics import GatewayMetrics
@@ -21,8 +22,14 @@ class GatewayState:
     metrics: GatewayMetrics
     aggregator: TelemetryAggregator
     quota: QuotaLimiter
-    # Engine traffic: no read timeout here, the relay enforces first-token and idle gaps.
-    engine_client: httpx.AsyncClient
-    # Control traffic (snapshot, telemetry): short timeouts, separate pool.
+    # Control traffic (snapshot, telemetry): low rate, short timeouts.
     control_client: httpx.AsyncClient
+    # Engine traffic, the hot path: aiohttp, whose pool and parser cost a fraction of
+    # httpx's per request. Bound to the serving event loop, so opened by the lifespan.
+    engine_session: aiohttp.ClientSession | None = None
     background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def engine(self) -> aiohttp.ClientSession:
+        assert self.engine_session is not None, "the app lifespan has not started"
+        return self.engine_session

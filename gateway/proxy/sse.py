@@ -1,11 +1,11 @@
 """Server-sent events framing: split an engine byte stream into `data:` payloads."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 
 DONE = b"[DONE]"
 
 
-async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def sse_data(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
     """Yield each event's data payload as soon as its terminating blank line arrives.
 
     Multi-line data fields are joined with "\\n" as the SSE spec says; comment

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from gateway.decision.decide import Decision
 from gateway.errors import (
@@ -26,15 +26,22 @@ from gateway.routing.balancer import Balancer, Lease
 
 log = logging.getLogger(__name__)
 
-# Failures where the engine cannot have started work: safe to send elsewhere.
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+# Failures before the engine answered: it is unreachable or died, so sending the
+# request elsewhere cannot duplicate work that will complete. ConnectionTimeoutError
+# is also a TimeoutError, hence listed (and caught) before the header-wait timeout.
+_NOT_SENT = (
+    aiohttp.ConnectionTimeoutError,
+    aiohttp.ClientConnectorError,
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+)
 
 
 @dataclass
 class Opened:
     decision: Decision
     lease: Lease
-    response: httpx.Response
+    response: aiohttp.ClientResponse
 
 
 def _engine_error(resp_body: bytes, status: int) -> GatewayError:
@@ -56,7 +63,7 @@ def _engine_error(resp_body: bytes, status: int) -> GatewayError:
 
 async def open_upstream(
     *,
-    client: httpx.AsyncClient,
+    session: aiohttp.ClientSession,
     balancer: Balancer,
     decision: Decision,
     path: str,
@@ -75,11 +82,9 @@ async def open_upstream(
         while (lease := balancer.acquire(current.pool, tried)) is not None:
             tried.add(lease.worker.id)
             url = _engine_base(lease.worker.endpoint_url) + path
-            request = client.build_request("POST", url, content=body, headers=headers)
             try:
-                response = await asyncio.wait_for(
-                    client.send(request, stream=True), timeout=header_timeout_s
-                )
+                async with asyncio.timeout(header_timeout_s):
+                    response = await session.post(url, data=body, headers=headers)
             except _NOT_SENT as exc:
                 lease.breaker.record_failure()
                 lease.release()
@@ -97,23 +102,24 @@ async def open_upstream(
                 lease.breaker.release_trial()
                 lease.release()
                 raise
-            if response.status_code < 400:
+            if response.status < 400:
                 return Opened(decision=current, lease=lease, response=response)
             try:
-                content = await asyncio.wait_for(response.aread(), timeout=header_timeout_s)
-            except (httpx.HTTPError, TimeoutError):
+                async with asyncio.timeout(header_timeout_s):
+                    content = await response.read()
+            except (aiohttp.ClientError, TimeoutError):
                 content = b""
             finally:
-                await response.aclose()
-            error = _engine_error(content, response.status_code)
-            if response.status_code < 500:
+                response.release()
+            error = _engine_error(content, response.status)
+            if response.status < 500:
                 # The engine is fine; the request is not. Neither a fault nor a retry.
                 lease.breaker.record_success()
                 lease.release()
                 raise _tagged(error, current)
             lease.breaker.record_failure()
             lease.release()
-            log.warning("engine %s answered %d", lease.worker.id, response.status_code)
+            log.warning("engine %s answered %d", lease.worker.id, response.status)
             last_error = error
         last_error = _tagged(last_error, current)
         current = current.fall_back() if current.fallback is not None else None
