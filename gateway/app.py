@@ -34,8 +34,12 @@ def _engine_session(settings: GatewaySettings) -> aiohttp.ClientSession:
     # 5 s) closes them; reusing one the engine already closed fails like a dead
     # worker and would needlessly count against its breaker.
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=3.0)
+    # NOTE: no Accept-Encoding: the relay parses every engine event, so it wants plain bytes.
     return aiohttp.ClientSession(
-        connector=connector, timeout=timeout, auto_decompress=False, trust_env=False
+        connector=connector,
+        timeout=timeout,
+        skip_auto_headers=("Accept-Encoding", "User-Agent"),
+        trust_env=False,
     )
 
 
