@@ -12,9 +12,19 @@ from control.models.base import Base, utcnow
 class TelemetryWindowRow(Base):
     __tablename__ = "telemetry_windows"
     __table_args__ = (
-        # NOTE: segment_id and pair_version_id are stored as 0 for "none" so that
-        # the unique key holds on every backend (NULLs never collide in SQL).
-        UniqueConstraint("source", "window_start", "segment_id", "arm", "pair_version_id"),
+        # NOTE: segment_id, pair_version_id and rollout_key are stored as 0 for "none"
+        # so that the unique key holds on every backend (NULLs never collide in SQL).
+        # The rollout is part of the key: one segment can carry rollouts for several
+        # models, and their baseline windows must not collapse into one row.
+        UniqueConstraint(
+            "source",
+            "window_start",
+            "segment_id",
+            "arm",
+            "pair_version_id",
+            "rollout_key",
+            name="uq_telemetry_windows_key",
+        ),
         Index("ix_telemetry_windows_segment_window", "segment_id", "window_start"),
     )
 
@@ -26,6 +36,9 @@ class TelemetryWindowRow(Base):
     arm: Mapped[str] = mapped_column(String(16))
     pair_version_id: Mapped[int] = mapped_column(Integer, default=0)
     rollout_id: Mapped[int | None] = mapped_column(ForeignKey("rollouts.id", ondelete="SET NULL"))
+    # The rollout id the gateway reported (0: none), kept even when the rollout is
+    # unknown here, because it identifies the window.
+    rollout_key: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     requests: Mapped[int] = mapped_column(default=0)
     errors: Mapped[int] = mapped_column(default=0)
     cancellations: Mapped[int] = mapped_column(default=0)

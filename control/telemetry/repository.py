@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from control.models import Rollout, TelemetryBatchRow, TelemetryWindowRow
 
-WINDOW_KEY = ("source", "window_start", "segment_id", "arm", "pair_version_id")
+WINDOW_KEY = ("source", "window_start", "segment_id", "arm", "pair_version_id", "rollout_key")
 # NOTE: keeps one multi-row INSERT far below PostgreSQL's 65535 bind parameters.
 _ROWS_PER_INSERT = 500
 

@@ -35,6 +35,7 @@ def _row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) 
             window.pair_version_id if window.pair_version_id is not None else NONE_ID
         ),
         "rollout_id": rollout_id,
+        "rollout_key": window.rollout_id if window.rollout_id is not None else NONE_ID,
         "requests": window.requests,
         "errors": window.errors,
         "cancellations": window.cancellations,

@@ -234,3 +234,23 @@ def test_values_past_the_columns_are_422_naming_the_field(
         assert resp.status_code == 422, resp.text
         assert resp.json()["error"]["param"] == param
     assert session.scalar(select(func.count()).select_from(TelemetryBatchRow)) == 0
+
+
+def test_windows_differing_only_by_rollout_are_both_stored(session: Session) -> None:
+    # Two rollouts on one segment (for different models) send baseline windows for
+    # the same segment, arm and window: neither may be dropped as a duplicate.
+    batch = TelemetryBatch(
+        gateway_id="gw",
+        window_start=T0,
+        windows=[
+            window(7, Arm.BASELINE, T0, rollout_id=101, requests=3),
+            window(7, Arm.BASELINE, T0, rollout_id=102, requests=4),
+        ],
+    )
+    assert ingest_batch(session, batch) == TelemetryAck(stored=2, duplicates=0)
+    rows = session.scalars(select(TelemetryWindowRow).order_by(TelemetryWindowRow.id)).all()
+    # Unknown rollouts are not linked, but their reported ids still key the windows.
+    assert [(r.rollout_id, r.rollout_key, r.requests) for r in rows] == [
+        (None, 101, 3),
+        (None, 102, 4),
+    ]
