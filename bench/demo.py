@@ -142,6 +142,7 @@ async def _drive(
             await asyncio.sleep(SETTLE_S)
             await monitor.sample(gen.elapsed())
             live.update(_live_view(gen, monitor, duration_s))
+        console.print()
         await traffic
         await write_records(stack.data_dir / "records", monitor.decisions, monitor.record_markdown)
     finally:

@@ -92,10 +92,25 @@ def summarize(
                 decision=(
                     f"{last.from_state} → {last.to_state} ({last.kind})" if last else "none yet"
                 ),
-                reason=last.reason if last else _pending_reason(monitor, seg),
+                reason=(last.reason + _speedup_note(last))
+                if last
+                else _pending_reason(monitor, seg),
             )
         )
     return out
+
+
+def _speedup_note(d: DecisionEvent) -> str:
+    """The measured TPOT speedup the decision rested on (control's bootstrap CI)."""
+    stats = d.evidence.get("statistics") or {}
+    speedup = (stats.get("tpot") or {}).get("speedup") or {}
+    try:
+        return (
+            f"; TPOT speedup {speedup['speedup']:.2f}× "
+            f"(95% CI {speedup['lower']:.2f}–{speedup['upper']:.2f})"
+        )
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 def _pending_reason(monitor: Monitor, segment: str) -> str:
