@@ -251,8 +251,9 @@ def demo(
         console.print(f"[red]{exc}")
         code = 1
     finally:
-        # NOTE: a second Ctrl-C must not cut the clean-up short and leave orphans.
+        # NOTE: a second Ctrl-C (or a SIGTERM) must not cut the clean-up short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         with console.status("stopping") as status:
             stack.stack.stop(on_stop=lambda name: status.update(f"stopping {name}"))
         console.print(f"stopped; logs under {data_dir / 'logs'}")

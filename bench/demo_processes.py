@@ -10,6 +10,7 @@ snapshot is still alive: no orphan vLLM engine survives the demo.
 """
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -106,7 +107,7 @@ class ProcessStack:
                 on_stop(child.name)
             _stop_group(child.process, self.grace_s)
             child.log_file.close()
-        _kill_survivors(leftovers)
+        _kill_survivors(leftovers, self.grace_s)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -169,3 +170,23 @@ def wait_http_ok(
         if tick is not None:
             tick(elapsed)
         time.sleep(0.5)
+
+
+def reap_manifest(manifest: Path) -> list[int]:
+    """Stop what a previous run that died hard (SIGKILL, power loss of the terminal)
+    left behind: its children, matched by pid *and* command line so a recycled pid is
+    never hit, and any process serving one of its engine ports. Returns the pids."""
+    try:
+        doc = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return []
+    argvs = {int(c["pid"]): c["argv"] for c in doc.get("children", [])}
+    ports = {str(p) for p in doc.get("engine_ports", [])}
+    found: set[int] = set()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline: list[str] = proc.info["cmdline"] or []
+        serves_port = any(a == "--port" and b in ports for a, b in itertools.pairwise(cmdline))
+        if argvs.get(proc.info["pid"]) == cmdline or serves_port:
+            found.add(proc.info["pid"])
+    _kill_survivors(found)
+    return sorted(found)

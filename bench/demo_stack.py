@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.demo_processes import Child, ProcessStack, StartupError, wait_http_ok
+from bench.demo_processes import Child, ProcessStack, StartupError, reap_manifest, wait_http_ok
 from bench.demo_setup import AdminClient, Provisioned, provision, start_rollouts
 from engine.pools.local import tiny_pair_dir, tiny_pair_present
 
@@ -52,13 +52,15 @@ def specroute_exe() -> list[str]:
 
 
 def prepare_data_dir(data_dir: Path) -> Path:
-    """A clean demo data dir. Refuses to wipe a non-empty directory the demo did not make."""
+    """A clean demo data dir, after stopping whatever a hard-killed previous run left.
+    Refuses to wipe a non-empty directory the demo did not make."""
     data_dir = data_dir.resolve()
     if data_dir.exists() and any(data_dir.iterdir()):
         if not (data_dir / MARKER).exists():
             raise StartupError(
                 f"{data_dir} is not empty and was not made by the demo; pick another --data-dir"
             )
+        reap_manifest(data_dir / "processes.json")
         shutil.rmtree(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / MARKER).write_text("made by `specroute demo`; wiped by its next run\n")

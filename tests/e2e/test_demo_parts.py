@@ -2,6 +2,7 @@
 gateway-metrics reading on a real GatewayMetrics exposition, and the small parsers."""
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -228,3 +229,36 @@ async def test_write_records_keeps_control_records_and_renders_the_rest(tmp_path
     assert "TPOT regression: spec slower" in rendered
     assert "TPOT speedup 0.464 (CI 0.211–1.059), medians 68.13 ms spec vs 31.62 ms" in rendered
     assert "- spec arm: 18 requests, 0 errors, 2 windows" in rendered
+
+
+# Like `engine up`: forks a "server" (in its own session) that serves --port 54329.
+PORTED = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "--port", "54329"],
+                         start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_next_run_reaps_what_a_hard_killed_run_left(tmp_path: Path) -> None:
+    data_dir = prepare_data_dir(tmp_path / "demo")
+    stack = ProcessStack(
+        data_dir / "logs",
+        manifest=data_dir / "processes.json",
+        manifest_extra={"engine_ports": [54329]},
+    )
+    pool = stack.start("engine-spec", [sys.executable, "-c", PORTED], env={})
+    server = _grandchild_pid(pool.log_path)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        # The demo was SIGKILLed: nobody called stack.stop().
+        prepare_data_dir(data_dir)
+        pool.process.wait(timeout=15)
+        assert _gone(pool.pid)
+        assert _gone(server)
+        assert bystander.poll() is None, "a process the demo did not start was hit"
+    finally:
+        bystander.kill()
+        bystander.wait()
+        pool.log_file.close()
