@@ -246,3 +246,39 @@ def test_worker_registered_with_v1_suffix_is_reached_at_its_root() -> None:
 
     assert _engine_base("http://h:8000/v1/") == "http://h:8000"
     assert _engine_base("http://h:8000") == "http://h:8000"
+
+
+def test_engine_5xx_is_502_and_opens_the_breaker(tmp_path: Path) -> None:
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    from tests.gateway.server import serve_app
+
+    # Fault injection: a real HTTP peer that fails like a broken engine (a vLLM 500
+    # cannot be provoked on purpose).
+    broken = FastAPI()
+    calls = {"n": 0}
+
+    @broken.post("/v1/chat/completions")
+    def fail() -> JSONResponse:
+        calls["n"] += 1
+        return JSONResponse({"error": {"message": "boom", "type": "internal", "code": 500}}, 500)
+
+    with serve_app(broken) as url:
+        snapshot = make_snapshot(spec_urls=[url], baseline_urls=[url])
+        with run_gateway(tmp_path, snapshot, breaker_failure_threshold=2) as gw:
+            for _ in range(2):
+                resp = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
+                assert resp.status_code == 502, resp.text
+                assert _error(resp) | {"message": ""} == {
+                    "message": "",
+                    "type": "upstream_error",
+                    "code": "engine_error",
+                    "param": None,
+                }
+            # Both pools share the one broken worker URL but are separate workers:
+            # each request tried spec then baseline, so both breakers are open now.
+            assert calls["n"] == 4
+            resp = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
+            assert resp.status_code == 503 and _error(resp)["code"] == "no_healthy_worker"
+            assert calls["n"] == 4  # nothing was sent to the open breakers
