@@ -18,6 +18,7 @@ def train_tiny(
     batch_size: int = typer.Option(8, help="Windows per optimiser step."),
     seq_len: int = typer.Option(256, help="Tokens per training window."),
     threads: int = typer.Option(2, help="torch intra-op threads."),
+    rollouts: int = typer.Option(64, help="Greedy target continuations the draft trains on."),
 ) -> None:
     """Build the bundled tiny draft-target pair from the Python stdlib, with no download."""
     # NOTE: torch and transformers load only when the command runs.
@@ -34,6 +35,7 @@ def train_tiny(
             batch_size=batch_size,
             seq_len=seq_len,
             threads=threads,
+            rollouts=rollouts,
         )
     )
 

@@ -222,8 +222,19 @@ def main() -> None:
     )
     parser.add_argument("--port", type=int, default=8199)
     parser.add_argument("--prompts", type=int, default=20)
+    parser.add_argument(
+        "--drafting",
+        nargs="+",
+        default=["greedy", "probabilistic"],
+        help="draft_sample_method values; each starts its own server",
+    )
     args = parser.parse_args()
-    report = measure_pair(args.pair, port=args.port, prompts_per_kind=args.prompts)
+    report = measure_pair(
+        args.pair,
+        port=args.port,
+        prompts_per_kind=args.prompts,
+        draft_sample_methods=tuple(args.drafting),
+    )
     (args.pair / MEASURE_FILE).write_text(json.dumps(report, indent=2) + "\n")
     for m in report["measurements"]:
         print(
