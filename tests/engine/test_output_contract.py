@@ -167,6 +167,7 @@ def test_sampled_distribution_matches_baseline(
     spec_t1 = sample_pairs(vllm_spec_server, temperature=1.0)
     assert sum(sum(c.values()) for c in spec_t1) >= 2000
     p = homogeneity_p_value(spec_t1, baseline_t1)
+    print(f"spec T=1 vs baseline T=1: G test p = {p:.3g}")
     assert p > ALPHA, f"spec T=1 differs from baseline T=1 (p={p:.2e})"
 
 
@@ -176,4 +177,5 @@ def test_distribution_test_rejects_a_different_temperature(
     """Power: the same test, same sizes, tells T=0.8 from T=1.0."""
     baseline_t08 = sample_pairs(vllm_baseline_server, temperature=0.8)
     p = homogeneity_p_value(baseline_t08, baseline_t1)
+    print(f"baseline T=0.8 vs T=1: G test p = {p:.3g}")
     assert p < ALPHA, f"T=0.8 vs T=1.0 not rejected (p={p:.3f}): the test has no power"
