@@ -92,16 +92,19 @@ def summarize(
                 decision=(
                     f"{last.from_state} → {last.to_state} ({last.kind})" if last else "none yet"
                 ),
-                reason=(last.reason + _speedup_note(last))
-                if last
-                else _pending_reason(monitor, seg),
+                reason=_with_speedup(last) if last else _pending_reason(monitor, seg),
             )
         )
     return out
 
 
+def _with_speedup(d: DecisionEvent) -> str:
+    """The reason, plus the measured TPOT speedup it rested on unless it names it already."""
+    return d.reason if "speedup" in d.reason.lower() else d.reason + _speedup_note(d)
+
+
 def _speedup_note(d: DecisionEvent) -> str:
-    """The measured TPOT speedup the decision rested on (control's bootstrap CI)."""
+    """The measured TPOT speedup (control's bootstrap CI over the gateway's histograms)."""
     stats = d.evidence.get("statistics") or {}
     speedup = (stats.get("tpot") or {}).get("speedup") or {}
     try:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import httpx2
 import openai
 
 from bench.demo_setup import SegmentPlan
@@ -86,6 +87,11 @@ class TrafficGenerator:
                 base_url=gateway_url.rstrip("/") + "/v1",
                 timeout=request_timeout_s,
                 max_retries=0,  # a retry would hide the failure the demo should count
+                # NOTE: idle connections expire before uvicorn's 5 s keep-alive does, so a
+                # request never races the server closing the connection it reuses.
+                http_client=openai.DefaultAsyncHttpxClient(
+                    limits=httpx2.Limits(keepalive_expiry=2.0), timeout=request_timeout_s
+                ),
             )
             for tenant, key in tenant_keys.items()
         }

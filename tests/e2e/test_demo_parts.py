@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -20,8 +21,9 @@ from bench.demo_monitor import (
 from bench.demo_processes import ProcessStack, StartupError, wait_http_ok
 from bench.demo_records import write_records
 from bench.demo_report import acceptance_series
+from bench.demo_setup import DEFAULT_SEGMENTS
 from bench.demo_stack import MARKER, prepare_data_dir
-from bench.traffic import parse_decision
+from bench.traffic import TrafficGenerator, parse_decision
 from control.contract import Arm
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry.record import RequestRecord
@@ -262,3 +264,16 @@ def test_next_run_reaps_what_a_hard_killed_run_left(tmp_path: Path) -> None:
         bystander.kill()
         bystander.wait()
         pool.log_file.close()
+
+
+async def test_traffic_counts_every_arrival_even_when_nothing_answers() -> None:
+    # A closed port: every request fails at connect, and each one is still a result.
+    segment = replace(DEFAULT_SEGMENTS[0], rate_per_s=40.0, max_in_flight=1000)
+    gen = TrafficGenerator("http://127.0.0.1:9", {segment.tenant: "k"}, [segment], model="tiny")
+    results = await gen.run(1.0, drain_s=10.0)
+    counters = gen.counters[segment.name]
+    # Poisson(40) arrivals in 1 s: far outside [15, 70] has probability < 1e-5.
+    assert 15 <= counters.sent <= 70, counters
+    assert len(results) == counters.sent and counters.in_flight == 0
+    assert {(r.status, r.error, r.arm) for r in results} == {(0, "APIConnectionError", None)}
+    assert all(not r.ok for r in results)
