@@ -161,7 +161,7 @@ def _report(stack: DemoStack, gen: TrafficGenerator, monitor: Monitor) -> None:
         segments, gen.results, {k: c.shed for k, c in gen.counters.items()}, monitor
     )
     console.print(summary_table(summaries))
-    files = write_tables(report_dir, gen.results, summaries, monitor.decisions)
+    files = write_tables(report_dir, gen.results, summaries, monitor)
     files.append(plot_acceptance(monitor, segments, report_dir / "acceptance.png"))
     files.append(plot_tpot(gen.results, monitor, segments, report_dir / "tpot.png"))
     console.print("[bold]report files:")

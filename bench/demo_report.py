@@ -193,7 +193,9 @@ def acceptance_series(
 def plot_acceptance(
     monitor: Monitor, segments: Sequence[str], path: Path, bin_s: float = 15.0, k: int = 3
 ) -> Path:
-    fig, axes = plt.subplots(len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False, sharex=True
+    )
     for ax, seg in zip(axes[:, 0], segments, strict=True):
         xs, ys = acceptance_series(monitor, seg, bin_s)
         ax.plot(xs, ys, marker="o", color=ARM_COLORS["spec"], label="spec arm")
@@ -216,7 +218,9 @@ def plot_tpot(
     segments: Sequence[str],
     path: Path,
 ) -> Path:
-    fig, axes = plt.subplots(len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False, sharex=True
+    )
     for ax, seg in zip(axes[:, 0], segments, strict=True):
         for arm, color in ARM_COLORS.items():
             rows = sorted(
@@ -247,7 +251,7 @@ def write_tables(
     report_dir: Path,
     results: Sequence[RequestResult],
     summaries: Sequence[SegmentSummary],
-    decisions: Sequence[DecisionEvent],
+    monitor: Monitor,
 ) -> list[Path]:
     report_dir.mkdir(parents=True, exist_ok=True)
     requests_csv = report_dir / "requests.csv"
@@ -262,7 +266,9 @@ def write_tables(
         json.dumps(
             {
                 "segments": [asdict(s) for s in summaries],
-                "decisions": [asdict(d) for d in decisions],
+                "decisions": [asdict(d) for d in monitor.decisions],
+                # The cumulative gateway counters the acceptance plot was drawn from.
+                "acceptance_samples": [asdict(p) for p in monitor.acceptance],
             },
             indent=2,
             default=str,
