@@ -17,8 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import httpx2
 import openai
+
+try:  # recent openai releases are built on httpx2, older ones on httpx
+    import httpx2 as httpx_lib
+except ImportError:  # pragma: no cover - depends on the installed openai
+    import httpx as httpx_lib  # type: ignore[no-redef]
 
 from bench.demo_setup import SegmentPlan
 
@@ -90,7 +94,7 @@ class TrafficGenerator:
                 # NOTE: idle connections expire before uvicorn's 5 s keep-alive does, so a
                 # request never races the server closing the connection it reuses.
                 http_client=openai.DefaultAsyncHttpxClient(
-                    limits=httpx2.Limits(keepalive_expiry=2.0), timeout=request_timeout_s
+                    limits=httpx_lib.Limits(keepalive_expiry=2.0), timeout=request_timeout_s
                 ),
             )
             for tenant, key in tenant_keys.items()
