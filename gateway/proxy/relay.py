@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +19,20 @@ import aiohttp
 import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from starlette.responses import StreamingResponse
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.errors import ServiceUnavailable, UpstreamError, UpstreamTimeout
-from gateway.proxy.sanitize import NO_SPEC, SpecStats, Usage, sanitize, spec_stats, usage_of
-from gateway.proxy.sse import DONE, frame, sse_data
+from gateway.proxy.sanitize import (
+    NO_SPEC,
+    SpecStats,
+    Usage,
+    is_clean,
+    sanitize,
+    spec_stats,
+    usage_of,
+)
+from gateway.proxy.sse import DONE, SSESplitter, frame
 from gateway.proxy.upstream import Opened
 from gateway.telemetry.record import Outcome
 
@@ -44,12 +52,15 @@ class RelayResult:
 Finish = Callable[[RelayResult], Awaitable[None]]
 
 
+_decode = json.JSONDecoder().decode
+
+
 def _event(payload: bytes, *, keep_usage: bool, result: RelayResult) -> bytes | None:
     """Client-facing frame for one engine event, or None to swallow it."""
     if payload == DONE:
         return frame(payload)
     try:
-        doc = json.loads(payload)
+        doc = _decode(payload.decode())
     except ValueError:
         return None  # not an OpenAI event; never forward what we cannot vet
     if not isinstance(doc, dict):
@@ -57,71 +68,106 @@ def _event(payload: bytes, *, keep_usage: bool, result: RelayResult) -> bytes | 
     if "error" in doc:
         result.outcome, result.http_status = "error", 502
         return frame(json.dumps({"error": doc["error"]}).encode())
-    stats = spec_stats(doc)
-    if stats is not None:
-        result.spec = stats
-    usage = usage_of(doc)
-    if usage is not None:
-        result.usage = usage
-    if not doc.get("choices") and "usage" in doc and not keep_usage:
-        return None  # the final usage-only chunk the client did not ask for
-    clean = sanitize(doc, keep_usage=keep_usage)
-    if clean == doc:
+    # NOTE: key checks first: only the final chunk carries usage and metrics, and
+    # reading them from every token chunk was a measurable share of the relay's CPU.
+    if "metrics" in doc:
+        stats = spec_stats(doc)
+        if stats is not None:
+            result.spec = stats
+    if "usage" in doc:
+        usage = usage_of(doc)
+        if usage is not None:
+            result.usage = usage
+        if not keep_usage and not doc.get("choices"):
+            return None  # the final usage-only chunk the client did not ask for
+    if is_clean(doc, keep_usage=keep_usage):
         # NOTE: the common case (nothing to strip) forwards the engine's own bytes:
         # re-encoding every token chunk was a measurable share of the gateway's CPU.
         return frame(payload)
-    return frame(json.dumps(clean, ensure_ascii=False).encode())
+    return frame(json.dumps(sanitize(doc, keep_usage=keep_usage), ensure_ascii=False).encode())
 
 
-class RelayResponse(StreamingResponse):
-    """A stream that always runs its cleanup, and stops the moment the client leaves.
+Relay = Callable[[Send], Awaitable[None]]
 
-    Starlette's own disconnect listener depends on the ASGI spec version the
-    server announces; this one listens unconditionally, and `on_close` runs even
-    if the body iterator was never started.
+
+class RelayResponse(Response):
+    """An event stream that always runs its cleanup, and stops the moment the client leaves.
+
+    A direct ASGI send loop rather than Starlette's StreamingResponse: that one
+    costs a task group, two tasks and an async generator per request, and its
+    disconnect listener depends on the ASGI spec version the server announces.
+    Here one listener task cancels the sending task when the client goes, and
+    `on_close` runs even if the relay never started.
     """
 
+    media_type = "text/event-stream"
+
     def __init__(
-        self,
-        content: AsyncIterator[bytes],
-        *,
-        headers: dict[str, str],
-        on_close: Callable[[bool], Awaitable[None]],
+        self, relay: Relay, *, headers: dict[str, str], on_close: Callable[[bool], Awaitable[None]]
     ) -> None:
-        super().__init__(content, media_type="text/event-stream", headers=headers)
+        self.status_code = 200
+        self.background = None
+        self.init_headers(headers)
+        self._relay = relay
         self._on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        disconnected = False
+        task = asyncio.current_task()
+        assert task is not None
+        streaming, left = True, False
+
+        def client_left(listener: asyncio.Future[None]) -> None:
+            nonlocal left
+            if streaming and not listener.cancelled() and listener.exception() is None:
+                left = True
+                task.cancel()
+
+        listener = asyncio.ensure_future(_wait_disconnect(receive))
+        listener.add_done_callback(client_left)
         try:
-            async with anyio.create_task_group() as tg:
-
-                async def stream() -> None:
-                    nonlocal disconnected
-                    try:
-                        await self.stream_response(send)
-                    except OSError:
-                        disconnected = True
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(stream)
-                await self.listen_for_disconnect(receive)
-                disconnected = True
-                tg.cancel_scope.cancel()
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            await self._relay(send)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not left:
+                raise
+            task.uncancel()  # our own cancellation, not the server's: the request just ends
+        except OSError:
+            left = True
         finally:
+            streaming = False
+            listener.cancel()
             with anyio.CancelScope(shield=True):
-                await self._on_close(disconnected)
+                await self._on_close(left)
 
 
 class ClientLeft(Exception):
     """The client disconnected before the engine's first event."""
 
 
-async def _first_event(events: AsyncIterator[bytes], request: Request, timeout_s: float) -> bytes:
+class EngineEnded(Exception):
+    """The engine closed the stream without a single event."""
+
+
+async def _next_batch(content: aiohttp.StreamReader, splitter: SSESplitter) -> list[bytes]:
+    """The complete events of the engine's next chunk(s); [] once the stream has ended."""
+    while True:
+        chunk = await content.readany()
+        if not chunk:
+            tail = splitter.tail()
+            return [tail] if tail is not None else []
+        events = splitter.feed(chunk)
+        if events:
+            return events
+
+
+async def _first_batch(
+    content: aiohttp.StreamReader, splitter: SSESplitter, request: Request, timeout_s: float
+) -> list[bytes]:
     # NOTE: prefill can take long; a client that leaves meanwhile must not keep
     # the engine busy until its first token, so the wait races the disconnect.
-    first = asyncio.ensure_future(asyncio.wait_for(anext(events), timeout=timeout_s))
-    leaving = asyncio.ensure_future(_wait_disconnect(request))
+    first = asyncio.ensure_future(asyncio.wait_for(_next_batch(content, splitter), timeout_s))
+    leaving = asyncio.ensure_future(_wait_disconnect(request.receive))
     try:
         await asyncio.wait({first, leaving}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -132,7 +178,10 @@ async def _first_event(events: AsyncIterator[bytes], request: Request, timeout_s
                 await first
     if not first.done() or first.cancelled():
         raise ClientLeft
-    return first.result()
+    batch = first.result()
+    if not batch:
+        raise EngineEnded
+    return batch
 
 
 async def relay_stream(
@@ -147,17 +196,18 @@ async def relay_stream(
     finish: Finish,
 ) -> RelayResponse:
     result = RelayResult()
-    events = sse_data(opened.response.content.iter_any())
+    content = opened.response.content
+    splitter = SSESplitter()
     remaining = max(first_token_timeout_s - (time.monotonic() - started), 0.001)
     try:
-        first = await _first_event(events, request, remaining)
+        first = await _first_batch(content, splitter, request, remaining)
     except BaseException as exc:
         opened.response.close()
         if isinstance(exc, TimeoutError):
             opened.lease.breaker.release_trial()
             result.outcome, result.http_status = "error", 504
             err: BaseException = UpstreamTimeout("No first token from the engine in time")
-        elif isinstance(exc, StopAsyncIteration | aiohttp.ClientError):
+        elif isinstance(exc, EngineEnded | aiohttp.ClientError):
             opened.lease.breaker.record_failure()
             result.outcome, result.http_status = "error", 502
             err = UpstreamError("The engine closed the stream before the first token")
@@ -175,28 +225,35 @@ async def relay_stream(
 
     drained = False  # the engine ended the stream itself: its connection can be reused
 
-    async def body() -> AsyncIterator[bytes]:
+    async def relay(send: Send) -> None:
         nonlocal drained
-        payload: bytes | None = first
-        while payload is not None:
-            out = _event(payload, keep_usage=keep_usage, result=result)
-            if out is not None:
-                yield out
+        batch = first
+        while True:
+            # NOTE: the events of one engine read leave in one ASGI message: under load
+            # several arrive together, and each send is the costliest step per event.
+            frames = [f for p in batch if (f := _event(p, keep_usage=keep_usage, result=result))]
+            if frames:
+                body = frames[0] if len(frames) == 1 else b"".join(frames)
+                await send({"type": "http.response.body", "body": body, "more_body": True})
             try:
                 # NOTE: asyncio.timeout, not wait_for: no extra Task per chunk on the hot path.
                 async with asyncio.timeout(idle_timeout_s):
-                    payload = await anext(events)
-            except StopAsyncIteration:
-                drained = True
-                payload = None
+                    batch = await _next_batch(content, splitter)
             except TimeoutError:
                 result.outcome, result.http_status = "error", 504
-                yield _error_frame("The engine stalled mid-stream", "timeout_error", "idle_timeout")
-                payload = None
+                await _send_error(
+                    send, "The engine stalled mid-stream", "timeout_error", "idle_timeout"
+                )
+                return
             except aiohttp.ClientError:
                 result.outcome, result.http_status = "error", 502
-                yield _error_frame("The engine stream broke", "upstream_error", "stream_broken")
-                payload = None
+                await _send_error(
+                    send, "The engine stream broke", "upstream_error", "stream_broken"
+                )
+                return
+            if not batch:
+                drained = True
+                return
 
     async def on_close(disconnected: bool) -> None:
         # NOTE: closing (not releasing) an unfinished engine response drops its
@@ -210,16 +267,21 @@ async def relay_stream(
             result.outcome, result.http_status = "cancelled", 499
         await finish(result)
 
-    return RelayResponse(body(), headers=headers, on_close=on_close)
+    return RelayResponse(relay, headers=headers, on_close=on_close)
+
+
+async def _send_error(send: Send, message: str, type_: str, code: str) -> None:
+    body = _error_frame(message, type_, code)
+    await send({"type": "http.response.body", "body": body, "more_body": True})
 
 
 def _error_frame(message: str, type_: str, code: str) -> bytes:
     return frame(json.dumps({"error": {"message": message, "type": type_, "code": code}}).encode())
 
 
-async def _wait_disconnect(request: Request) -> None:
+async def _wait_disconnect(receive: Receive) -> None:
     while True:
-        message = await request.receive()
+        message = await receive()
         if message["type"] == "http.disconnect":
             return
 
@@ -235,7 +297,7 @@ async def relay_json(
     """Non-streaming: read the whole engine answer, or drop it if the client leaves."""
     result = RelayResult()
     reading = asyncio.ensure_future(asyncio.wait_for(opened.response.read(), timeout=timeout_s))
-    leaving = asyncio.ensure_future(_wait_disconnect(request))
+    leaving = asyncio.ensure_future(_wait_disconnect(request.receive))
     try:
         await asyncio.wait({reading, leaving}, return_when=asyncio.FIRST_COMPLETED)
         if not reading.done():

@@ -26,6 +26,18 @@ def sanitize(doc: dict[str, Any], *, keep_usage: bool = True) -> dict[str, Any]:
     return out
 
 
+def is_clean(doc: dict[str, Any], *, keep_usage: bool = True) -> bool:
+    """Whether sanitize(doc) would return doc unchanged, without building a copy."""
+    if not doc.keys() <= _TOP_LEVEL or (not keep_usage and "usage" in doc):
+        return False
+    choices = doc.get("choices")
+    if isinstance(choices, list):
+        for c in choices:
+            if isinstance(c, dict) and not c.keys() <= _CHOICE:
+                return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class SpecStats:
     """One request's speculative work, from vLLM's metrics.speculative_decoding."""

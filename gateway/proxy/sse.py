@@ -5,28 +5,59 @@ from collections.abc import AsyncIterable, AsyncIterator
 DONE = b"[DONE]"
 
 
-async def sse_data(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
-    """Yield each event's data payload as soon as its terminating blank line arrives.
+class SSESplitter:
+    """Incremental SSE parser: feed it raw chunks, get back each complete event's data.
 
     Multi-line data fields are joined with "\\n" as the SSE spec says; comment
     and other field lines are ignored.
     """
-    buffer = b""
-    async for chunk in chunks:
-        buffer += chunk.replace(b"\r\n", b"\n")
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buffer = self._buffer + chunk
+        if b"\r" in buffer:
+            # NOTE: the whole buffer, not the chunk: a "\r\n" may straddle two chunks.
+            buffer = buffer.replace(b"\r\n", b"\n")
+        out: list[bytes] = []
+        start = 0
         while True:
-            end = buffer.find(b"\n\n")
+            end = buffer.find(b"\n\n", start)
             if end < 0:
                 break
-            event, buffer = buffer[:end], buffer[end + 2 :]
+            event = buffer[start:end]
+            start = end + 2
+            if event.startswith(b"data:") and b"\n" not in event:
+                out.append(event[5:].lstrip(b" "))  # the one-line event every OpenAI server sends
+                continue
             data = [
                 line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")
             ]
             if data:
-                yield b"\n".join(data)
-    tail = buffer.strip()
-    if tail.startswith(b"data:"):
-        yield tail[5:].lstrip(b" ")
+                out.append(b"\n".join(data))
+        self._buffer = buffer[start:]
+        return out
+
+    def tail(self) -> bytes | None:
+        """The data of an unterminated last event once the stream ended, if any."""
+        tail, self._buffer = self._buffer.strip(), b""
+        if tail.startswith(b"data:"):
+            return tail[5:].lstrip(b" ")
+        return None
+
+
+async def sse_data(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """Yield each event's data payload as soon as its terminating blank line arrives."""
+    splitter = SSESplitter()
+    async for chunk in chunks:
+        for event in splitter.feed(chunk):
+            yield event
+    tail = splitter.tail()
+    if tail is not None:
+        yield tail
 
 
 def frame(payload: bytes) -> bytes:
