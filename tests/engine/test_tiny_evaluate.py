@@ -93,7 +93,7 @@ def _speculative_greedy_reference(
     return accepted_counts
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     target=st.lists(st.integers(0, 5), min_size=6, max_size=6),
     draft=st.lists(st.integers(0, 5), min_size=6, max_size=6),
@@ -133,6 +133,10 @@ def _tiny_llama(seed: int, layers: int) -> LlamaForCausalLM:
 
 def test_model_estimates_on_identical_and_different_models() -> None:
     target, other = _tiny_llama(0, 2), _tiny_llama(1, 1)
+    # NOTE: with tied, freshly initialised embeddings both models mostly predict
+    # the token they just read; scrambling the final norm breaks that symmetry.
+    with torch.no_grad():
+        other.model.norm.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(2))
     prompts = [torch.tensor([0, 5, 9, 3]), torch.tensor([0, 7, 7, 1, 2])]
     k = 3
     itself = estimate_greedy(target, target, prompts, k, new_tokens=20)
