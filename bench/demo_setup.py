@@ -1,10 +1,11 @@
 """What the demo registers through the admin REST API, and the registering itself.
 
-The segments differ in how well speculation can pay on the bundled pair: code
-completion at temperature 0 is where the draft agrees with the target most
-(the draft was distilled on the target's greedy code rollouts), prose at 0.7
-and creative text at 1.3 sample further from that path, and two-token labels
-leave no room to amortise a draft. Nothing here says which segment wins: the
+The segments differ in what speculation has to work with on the bundled pair:
+code completion at temperature 0 (greedy: the draft must match the target's
+argmax), prose at 0.7 and creative text at 1.3 (probabilistic drafting: the
+draft must match the target's distribution), and two-token labels, which leave
+no room to amortise a draft. Nothing here says which segment wins: that depends
+on the pair (see engine/tiny_pair/MODEL_CARD.md) and the machine, and the
 automation decides on what the gateway measured.
 """
 
@@ -38,7 +39,7 @@ class SegmentPlan:
 
 DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
     # NOTE: low concurrency for code at T=0: on two shared CPU cores a speculating
-    # engine only wins while its batch stays small.
+    # engine can only win while its batch stays small.
     SegmentPlan("code-completion", "code", "acme", 0.0, CODE_PROMPTS, 48, 0.5, 2, 24),
     SegmentPlan("prose", "prose", "acme", 0.7, PROSE_PROMPTS, 48, 0.35, 3, 24),
     SegmentPlan("creative", "creative", "globex", 1.3, PROSE_PROMPTS, 48, 0.35, 3, 24),
