@@ -244,9 +244,10 @@ class GatewayMetrics:
             self.drafted_tokens.labels(segment, pv).inc(rec.drafted_tokens)
             self.accepted_tokens.labels(segment, pv).inc(rec.accepted_tokens)
             last = self.max_positions - 1
+            # NOTE: zeros too, so every drafted position has a series from the first
+            # spec request on and per-position ratios read 0, not "no data".
             for i, n in enumerate(rec.accepted_per_position):
-                if n:
-                    self.accepted_by_position.labels(segment, pv, str(min(i, last))).inc(n)
+                self.accepted_by_position.labels(segment, pv, str(min(i, last))).inc(n)
         if rec.ttft_ms is not None:
             self.ttft.labels(segment, arm).observe(rec.ttft_ms / 1000.0)
         if rec.tpot_ms is not None:
