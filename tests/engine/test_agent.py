@@ -226,3 +226,59 @@ def test_hung_and_dead_server_flip_unhealthy_within_two_beats_then_recover(
         supervisor.stop()
         runner.join(timeout=10)
         control.close()
+
+
+def test_engine_up_serves_heartbeats_and_stops_cleanly_on_sigterm(
+    control_server: ControlServer, tmp_path: Path
+) -> None:
+    """`specroute engine up` end to end: spec from control, a worker, heartbeats, SIGTERM."""
+    import subprocess
+    import sys
+
+    root = require_tiny_pair()
+    with control_server.admin() as http:
+        body = {
+            "name": "cli-baseline",
+            "served_model_name": "tiny",
+            "target_ref": str(root / "target"),
+            "engine_args": {"max-model-len": 512, "max-num-seqs": 8},
+        }
+        response = http.post("/admin/v1/pools", json=body)
+        assert response.status_code in (200, 201), response.text
+        pool_id = int(response.json()["id"])
+    port = free_port()
+    specroute = str(Path(sys.executable).parent / "specroute")
+    argv = [specroute, "engine", "up", "--pool", "cli-baseline"]
+    argv += ["--control-url", control_server.base_url, "--internal-token", INTERNAL_TOKEN]
+    argv += ["--workers", "1", "--base-port", str(port), "--heartbeat", "1"]
+    argv += ["--log-dir", str(tmp_path / "logs")]
+    out = (tmp_path / "engine-up.log").open("wb")
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    tree: list[psutil.Process] = []
+    try:
+        wait_for(
+            lambda: any(w["healthy"] for w in control_server.workers(pool_id).values()),
+            540,
+            "a healthy worker in control",
+        )
+        (worker,) = control_server.workers(pool_id).values()
+        assert worker["endpoint_url"] == f"http://127.0.0.1:{port}"
+        completion = httpx.post(
+            f"http://127.0.0.1:{port}/v1/completions",
+            json={"model": "tiny", "prompt": "x = ", "max_tokens": 4, "temperature": 0},
+            timeout=120,
+        )
+        assert completion.status_code == 200
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        assert len(tree) >= 2  # the API server and its engine core at least
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out.close()
+    log = (tmp_path / "engine-up.log").read_text()
+    assert "worker 0: ready" in log and "stopped" in log
+    assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
