@@ -1,7 +1,6 @@
 """Prometheus exposition: values after known records, bounded label sets, help text."""
 
 import math
-from dataclasses import replace
 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -9,32 +8,11 @@ from prometheus_client.samples import Sample
 from control.contract import Arm
 from gateway.metrics import LATENCY_BUCKETS_S, OTHER, GatewayMetrics, TopKLabels
 from gateway.telemetry import RequestRecord
+from tests.gateway.records import make_record
 
 
 def rec(**kw: object) -> RequestRecord:
-    base = RequestRecord(
-        request_id="r",
-        tenant="acme",
-        segment_id=1,
-        segment_name="code",
-        arm=Arm.SPEC,
-        pair_version_id=7,
-        rollout_id=3,
-        reason="cohort_spec",
-        outcome="ok",
-        http_status=200,
-        prompt_tokens=10,
-        completion_tokens=20,
-        drafts=8,
-        drafted_tokens=24,
-        accepted_tokens=12,
-        accepted_per_position=(6, 4, 2),
-        ttft_ms=50.0,
-        tpot_ms=5.0,
-        e2e_ms=145.0,
-        finished_at=0.0,
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
+    return make_record(**kw)
 
 
 def samples(m: GatewayMetrics) -> list[Sample]:

@@ -1,7 +1,6 @@
 """Windowed aggregation: sums, buckets, window boundaries, late records, memory cap."""
 
 import threading
-from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -11,34 +10,13 @@ from hypothesis import strategies as st
 from control.contract import LATENCY_BUCKETS_MS, Arm, TelemetryBatch
 from gateway.telemetry import RequestRecord, TelemetryAggregator, bucket_index
 from gateway.telemetry.buckets import OVERFLOW_INDEX
+from tests.gateway.records import make_record
 
 T0 = 1_700_000_000.0  # a multiple of 10 s: window [T0, T0 + 10)
 
 
 def rec(**kw: object) -> RequestRecord:
-    base = RequestRecord(
-        request_id="r",
-        tenant="acme",
-        segment_id=1,
-        segment_name="code",
-        arm=Arm.SPEC,
-        pair_version_id=7,
-        rollout_id=3,
-        reason="cohort_spec",
-        outcome="ok",
-        http_status=200,
-        prompt_tokens=10,
-        completion_tokens=20,
-        drafts=8,
-        drafted_tokens=24,
-        accepted_tokens=12,
-        accepted_per_position=(6, 4, 2),
-        ttft_ms=50.0,
-        tpot_ms=5.0,
-        e2e_ms=145.0,
-        finished_at=T0 + 1.0,
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
+    return make_record(**{"finished_at": T0 + 1.0, **kw})
 
 
 def reference_bucket(value_ms: float) -> int:

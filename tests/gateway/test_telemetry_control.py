@@ -6,7 +6,6 @@ so `committed_database` empties the tables afterwards.
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,34 +22,14 @@ from control.telemetry.service import list_windows
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry import RequestRecord, TelemetryAggregator, TelemetryFlusher
 from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
+from tests.gateway.records import make_record
 
 T0 = 1_700_000_000.0
 
 
 def rec(finished_at: float, **kw: object) -> RequestRecord:
-    base = RequestRecord(
-        request_id="r",
-        tenant="acme",
-        segment_id=4,
-        segment_name="code",
-        arm=Arm.SPEC,
-        pair_version_id=9,
-        rollout_id=None,
-        reason="cohort_spec",
-        outcome="ok",
-        http_status=200,
-        prompt_tokens=10,
-        completion_tokens=20,
-        drafts=8,
-        drafted_tokens=24,
-        accepted_tokens=12,
-        accepted_per_position=(6, 4, 2),
-        ttft_ms=50.0,
-        tpot_ms=5.0,
-        e2e_ms=145.0,
-        finished_at=finished_at,
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
+    defaults = {"segment_id": 4, "pair_version_id": 9, "rollout_id": None}
+    return make_record(finished_at=finished_at, **{**defaults, **kw})
 
 
 @pytest_asyncio.fixture(loop_scope="function")

@@ -8,7 +8,7 @@ outages are a port nobody listens on.
 import asyncio
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import httpx
 import pytest
@@ -19,9 +19,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from control.contract import Arm, TelemetryAck, TelemetryBatch
+from control.contract import TelemetryAck, TelemetryBatch
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry import RequestRecord, TelemetryAggregator, TelemetryFlusher
+from tests.gateway.records import make_record
 
 TOKEN = "internal-test-token"
 T0 = 1_700_000_000.0
@@ -38,29 +39,7 @@ class ControlPeer:
 
 
 def rec(finished_at: float, **kw: object) -> RequestRecord:
-    base = RequestRecord(
-        request_id="r",
-        tenant="acme",
-        segment_id=1,
-        segment_name="code",
-        arm=Arm.SPEC,
-        pair_version_id=7,
-        rollout_id=3,
-        reason="cohort_spec",
-        outcome="ok",
-        http_status=200,
-        prompt_tokens=10,
-        completion_tokens=20,
-        drafts=8,
-        drafted_tokens=24,
-        accepted_tokens=12,
-        accepted_per_position=(6, 4, 2),
-        ttft_ms=50.0,
-        tpot_ms=5.0,
-        e2e_ms=145.0,
-        finished_at=finished_at,
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
+    return make_record(finished_at=finished_at, **kw)
 
 
 def dead_url() -> str:
