@@ -51,6 +51,27 @@ def weighted_cost(
     )
 
 
+def chargeable_cost(
+    tenant: TenantSpec,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    rejected_draft_tokens: int,
+    weights: QuotaWeights,
+) -> float | None:
+    """The weighted cost to charge, or None when there is nothing to count (an
+    unlimited tenant or a free request)."""
+    if tenant.quota.weighted_tokens_per_minute is None:
+        return None
+    cost = weighted_cost(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        rejected_draft_tokens=rejected_draft_tokens,
+        weights=weights,
+    )
+    return cost if cost > 0 else None
+
+
 def make_quota_limiter(redis_url: str | None, *, window_s: int = WINDOW_SECONDS) -> QuotaLimiter:
     """Redis-backed (shared by every replica) when a URL is given, in-memory otherwise."""
     if redis_url:

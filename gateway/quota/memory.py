@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 
 from control.contract import QuotaWeights, TenantSpec
-from gateway.quota.limiter import UNLIMITED, WINDOW_SECONDS, QuotaVerdict, weighted_cost
+from gateway.quota.limiter import UNLIMITED, WINDOW_SECONDS, QuotaVerdict, chargeable_cost
 
 
 class _Window:
@@ -77,15 +77,14 @@ class InMemoryQuotaLimiter:
         rejected_draft_tokens: int,
         weights: QuotaWeights,
     ) -> None:
-        if tenant.quota.weighted_tokens_per_minute is None:
-            return
-        cost = weighted_cost(
+        cost = chargeable_cost(
+            tenant,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             rejected_draft_tokens=rejected_draft_tokens,
             weights=weights,
         )
-        if cost <= 0:
+        if cost is None:
             return
         now = self.clock()
         with self._lock:

@@ -13,7 +13,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from control.contract import QuotaWeights, TenantSpec
-from gateway.quota.limiter import UNLIMITED, WINDOW_SECONDS, QuotaVerdict, weighted_cost
+from gateway.quota.limiter import UNLIMITED, WINDOW_SECONDS, QuotaVerdict, chargeable_cost
 
 log = logging.getLogger(__name__)
 
@@ -125,15 +125,14 @@ class RedisQuotaLimiter:
         rejected_draft_tokens: int,
         weights: QuotaWeights,
     ) -> None:
-        if tenant.quota.weighted_tokens_per_minute is None:
-            return
-        cost = weighted_cost(
+        cost = chargeable_cost(
+            tenant,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             rejected_draft_tokens=rejected_draft_tokens,
             weights=weights,
         )
-        if cost <= 0:
+        if cost is None:
             return
         try:
             await self._charge(keys=[self.key(tenant)], args=[repr(cost), self.window_s])
