@@ -41,8 +41,8 @@ DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
     # NOTE: low concurrency for code at T=0: on two shared CPU cores a speculating
     # engine can only win while its batch stays small.
     SegmentPlan("code-completion", "code", "acme", 0.0, CODE_PROMPTS, 48, 0.5, 2, 24),
-    SegmentPlan("prose", "prose", "acme", 0.7, PROSE_PROMPTS, 48, 0.35, 3, 24),
-    SegmentPlan("creative", "creative", "globex", 1.3, PROSE_PROMPTS, 48, 0.35, 3, 24),
+    SegmentPlan("prose", "prose", "acme", 0.7, PROSE_PROMPTS, 48, 0.6, 3, 24),
+    SegmentPlan("creative", "creative", "globex", 1.3, PROSE_PROMPTS, 48, 0.6, 3, 24),
     # NOTE: two-token answers (labels, yes/no): the one decode step after the first token
     # costs k draft passes plus a wider verify on the spec arm and cannot be amortised
     # over accepted tokens, however high the acceptance. Where speculation cannot pay.
