@@ -18,10 +18,12 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from control.contract.telemetry import LATENCY_BUCKETS_MS, LatencyHistogram
+from control.stats.acceptance import AcceptanceSource
 
 
-class WindowCounters(Protocol):
-    """What the statistics read from a window; `TelemetryWindow` and `WindowTotals` both fit."""
+class WindowCounters(AcceptanceSource, Protocol):
+    """What the statistics read from a window; `TelemetryWindow` and `WindowTotals` both fit.
+    The acceptance counters come from `AcceptanceSource`."""
 
     @property
     def requests(self) -> int: ...
@@ -33,14 +35,6 @@ class WindowCounters(Protocol):
     def prompt_tokens(self) -> int: ...
     @property
     def completion_tokens(self) -> int: ...
-    @property
-    def drafts(self) -> int: ...
-    @property
-    def drafted_tokens(self) -> int: ...
-    @property
-    def accepted_tokens(self) -> int: ...
-    @property
-    def accepted_per_position(self) -> Sequence[int]: ...
     @property
     def ttft(self) -> LatencyHistogram: ...
     @property
