@@ -78,3 +78,11 @@ class DependencyUnavailable(ControlError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after_s)}
+
+
+def stale_version(entity: str, entity_id: int, current: int, expected: int) -> PreconditionFailed:
+    """The 412 for a compare-and-set that lost: the entity moved past `expected`."""
+    return PreconditionFailed(
+        f"{entity} {entity_id} is at version {current}, not {expected}",
+        details={"current_version": current},
+    )

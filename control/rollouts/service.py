@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from control.audit.service import record_audit
 from control.contract import RolloutState
 from control.decisions.record import needs_record, render_record
-from control.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
+from control.errors import Conflict, InvalidRequest, NotFound, stale_version
 from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
 from control.rollouts import repository as repo
 from control.rollouts.schemas import RolloutCreate, RolloutUpdate
@@ -50,13 +50,6 @@ def get_rollout(session: Session, rollout_id: int) -> Rollout:
     if rollout is None:
         raise RolloutNotFound(f"rollout {rollout_id} does not exist")
     return rollout
-
-
-def _stale(rollout: Rollout, expected: int) -> PreconditionFailed:
-    return PreconditionFailed(
-        f"rollout {rollout.id} is at version {rollout.version}, not {expected}",
-        details={"current_version": rollout.version},
-    )
 
 
 def _require(session: Session, model: type[Any], ident: int, param: str) -> Any:
@@ -120,7 +113,7 @@ def update_rollout(
 ) -> Rollout:
     rollout = get_rollout(session, rollout_id)
     if rollout.version != expected_version:
-        raise _stale(rollout, expected_version)
+        raise stale_version("rollout", rollout.id, rollout.version, expected_version)
     before = rollout_state(rollout)
     values: dict[str, Any] = {}
     if body.stages is not None:
@@ -130,7 +123,7 @@ def update_rollout(
         values["threshold_set_id"] = body.threshold_set_id
     if not repo.compare_and_set(session, rollout_id, expected_version, values):
         session.refresh(rollout)
-        raise _stale(rollout, expected_version)
+        raise stale_version("rollout", rollout.id, rollout.version, expected_version)
     session.refresh(rollout)
     record_audit(
         session,
@@ -166,7 +159,7 @@ def transition_rollout(
     """
     rollout = get_rollout(session, rollout_id)
     if expected_version is not None and rollout.version != expected_version:
-        raise _stale(rollout, expected_version)
+        raise stale_version("rollout", rollout.id, rollout.version, expected_version)
     read_version = rollout.version
     try:
         step = plan(
@@ -197,7 +190,7 @@ def transition_rollout(
         values["disabled_reason"] = None
     if not repo.compare_and_set(session, rollout_id, read_version, values):
         session.refresh(rollout)
-        raise _stale(rollout, read_version)
+        raise stale_version("rollout", rollout.id, rollout.version, read_version)
     session.refresh(rollout)
     decision = Decision(
         rollout_id=rollout.id,
@@ -235,7 +228,7 @@ def delete_rollout(
 ) -> None:
     rollout = get_rollout(session, rollout_id)
     if expected_version is not None and rollout.version != expected_version:
-        raise _stale(rollout, expected_version)
+        raise stale_version("rollout", rollout.id, rollout.version, expected_version)
     # NOTE: only drafts go; a rollout that ever moved keeps its decisions as history.
     if rollout.state != RolloutState.DRAFT.value:
         raise RolloutConflict(

@@ -5,7 +5,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
-from control.errors import Conflict, NotFound, PreconditionFailed
+from control.errors import Conflict, NotFound, stale_version
 from control.models import Segment
 from control.segments import repository as repo
 from control.segments.schemas import SegmentCreate, SegmentUpdate
@@ -41,13 +41,6 @@ def get_segment(session: Session, segment_id: int) -> Segment:
     return segment
 
 
-def _stale(segment: Segment, expected: int) -> PreconditionFailed:
-    return PreconditionFailed(
-        f"segment {segment.id} is at version {segment.version}, not {expected}",
-        details={"current_version": segment.version},
-    )
-
-
 def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segment:
     if repo.segment_by_name(session, body.name) is not None:
         raise SegmentNameTaken(f"a segment named {body.name!r} exists", details={"param": "name"})
@@ -77,7 +70,7 @@ def update_segment(
 ) -> Segment:
     segment = get_segment(session, segment_id)
     if segment.version != expected_version:
-        raise _stale(segment, expected_version)
+        raise stale_version("segment", segment.id, segment.version, expected_version)
     before = segment_state(segment)
     values: dict[str, Any] = {}
     if body.description is not None:
@@ -88,7 +81,7 @@ def update_segment(
         values["priority"] = body.priority
     if not repo.compare_and_set(session, segment_id, expected_version, values):
         session.refresh(segment)
-        raise _stale(segment, expected_version)
+        raise stale_version("segment", segment.id, segment.version, expected_version)
     session.refresh(segment)
     record_audit(
         session,
@@ -108,7 +101,7 @@ def delete_segment(
 ) -> None:
     segment = get_segment(session, segment_id)
     if expected_version is not None and segment.version != expected_version:
-        raise _stale(segment, expected_version)
+        raise stale_version("segment", segment.id, segment.version, expected_version)
     users = repo.rollouts_of(session, segment_id)
     if users:
         raise SegmentInUse(
