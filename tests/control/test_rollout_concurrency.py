@@ -13,7 +13,8 @@ from sqlalchemy import func, select
 from control.db import Database
 from control.errors import PreconditionFailed
 from control.models import AuditEvent, Decision, IdempotencyRecord, Pair, Rollout
-from control.rollouts.service import get_rollout, transition_rollout
+from control.rollouts import repository as repo
+from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from tests.control.conftest import seed
 
@@ -50,17 +51,25 @@ def _assert_one_flip(database: Database, rid: int) -> str:
 
 
 def test_service_level_race_on_the_compare_and_set(
-    committed_database: Database, started_rollout: int
+    committed_database: Database, started_rollout: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rid = started_rollout
     barrier = threading.Barrier(2, timeout=30)
+    real_compare_and_set = repo.compare_and_set
+
+    def compare_and_set_after_both_read(*args: Any, **kwargs: Any) -> bool:
+        # Both writers have read version 2 and planned their step before either
+        # UPDATE runs: the race is decided by the compare-and-set itself, not by
+        # which thread happened to be scheduled first.
+        barrier.wait()
+        return real_compare_and_set(*args, **kwargs)
+
+    # NOTE: the only stand-in here holds the threads at the interleaving under
+    # test; the UPDATE, the row lock and the commit are the database's own.
+    monkeypatch.setattr(repo, "compare_and_set", compare_and_set_after_both_read)
 
     def flip(action: RolloutAction, actor: str) -> str:
         with committed_database.session() as s:
-            # Both read version 2 before either writes: the race is on the UPDATE itself.
-            assert get_rollout(s, rid).version == 2
-            s.commit()
-            barrier.wait()
             try:
                 transition_rollout(
                     s,

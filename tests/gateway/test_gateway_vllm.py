@@ -272,40 +272,65 @@ def test_first_token_timeout_is_504(tmp_path: Path, vllm_baseline_server: Runnin
         )
 
 
+def _disconnect_mid_generation(
+    gw: GatewayServer, engine: RunningServer, max_tokens: int
+) -> tuple[bool, float, float]:
+    """Stream a long completion, drop the connection after its first event.
+
+    Returns whether the engine was seen running the request at the moment of
+    the disconnect, the tokens it generated in all, and how long it took to go
+    idle afterwards."""
+    before = _engine_metric(engine, "vllm:generation_tokens_total")
+    with httpx.stream(
+        "POST",
+        gw.base_url + "/v1/completions",
+        json={
+            "model": "tiny",
+            "prompt": "def add(a, b):",
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "stream": True,
+        },
+        headers={"Authorization": f"Bearer {TENANT_KEY}"},
+    ) as resp:
+        assert resp.status_code == 200
+        first = next(resp.iter_lines())
+        assert first.startswith("data: ")
+        running_mid = _engine_metric(engine, "vllm:num_requests_running") >= 1
+    disconnected = time.monotonic()
+    while _engine_metric(engine, "vllm:num_requests_running") > 0:
+        assert time.monotonic() - disconnected < 3.0, "engine kept the request running"
+        time.sleep(0.05)
+    abort_s = time.monotonic() - disconnected
+    generated = _engine_metric(engine, "vllm:generation_tokens_total") - before
+    return running_mid, generated, abort_s
+
+
 def test_client_disconnect_aborts_the_engine_request(
     tmp_path: Path, vllm_baseline_server: RunningServer
 ) -> None:
     snapshot = make_snapshot(spec_urls=[], baseline_urls=[vllm_baseline_server.base_url])
-    engine = vllm_baseline_server
     max_tokens = 480
     with run_gateway(tmp_path, snapshot) as gw:
-        before = _engine_metric(engine, "vllm:generation_tokens_total")
-        with httpx.stream(
-            "POST",
-            gw.base_url + "/v1/completions",
-            json={
-                "model": "tiny",
-                "prompt": "def add(a, b):",
-                "max_tokens": max_tokens,
-                "ignore_eos": True,
-                "stream": True,
-            },
-            headers={"Authorization": f"Bearer {TENANT_KEY}"},
-        ) as resp:
-            assert resp.status_code == 200
-            lines = resp.iter_lines()
-            got = [next(lines) for _ in range(3)]
-            assert got[0].startswith("data: ")
-            running_mid = _engine_metric(engine, "vllm:num_requests_running")
-        disconnected = time.monotonic()
-        while _engine_metric(engine, "vllm:num_requests_running") > 0:
-            assert time.monotonic() - disconnected < 3.0, "engine kept the request running"
-            time.sleep(0.05)
-        abort_s = time.monotonic() - disconnected
-        generated = _engine_metric(engine, "vllm:generation_tokens_total") - before
+        # NOTE: the precondition is a disconnect while the engine is still
+        # generating. On a loaded 2-core machine the client can be descheduled
+        # long enough for the whole completion to finish first; such a try
+        # proves nothing either way, so it is repeated (the outcome checks below
+        # are not relaxed).
+        for _attempt in range(3):
+            running_mid, generated, abort_s = _disconnect_mid_generation(
+                gw, vllm_baseline_server, max_tokens
+            )
+            if running_mid:
+                break
+            # Wait until the gateway has accounted the wasted try, then forget it.
+            deadline = time.monotonic() + 5.0
+            while not [b for b in gw.state.aggregator.drain_all() if b.windows]:
+                assert time.monotonic() < deadline, "the gateway never recorded the request"
+                time.sleep(0.05)
         windows = [w for b in gw.state.aggregator.drain_all() for w in b.windows]
     print(f"engine idle {abort_s:.3f}s after disconnect; {generated:.0f}/{max_tokens} tokens made")
-    assert running_mid >= 1
+    assert running_mid, "the engine was never seen running the request when the client left"
     assert generated < max_tokens, f"engine generated {generated} tokens: not aborted"
     # The gateway accounts the request as cancelled, not as an error or a success.
     assert [(w.requests, w.cancellations, w.errors) for w in windows] == [(1, 1, 0)]
