@@ -42,7 +42,8 @@ def render(pair_dir: Path, extra_notes: str = "") -> str:
     lines = [
         "# specroute bundled tiny pair",
         "",
-        "A Llama-architecture target and a 1-layer draft distilled from it, trained",
+        f"A Llama-architecture target and a {d['shape']['num_hidden_layers']}-layer draft"
+        " distilled from it, trained",
         "from text every Python install has (no download), for demos and tests of",
         "speculative decoding on CPU. Not a useful language model: its job is to give",
         "vLLM a real draft-target pair whose acceptance differs by segment.",
@@ -92,7 +93,8 @@ def render(pair_dir: Path, extra_notes: str = "") -> str:
         f" peak lr {settings['target_lr']}, warmup + cosine; {t['train_seconds'] / 60:.1f} min.",
         f"- draft: {d['steps']} steps minimising KL(target || draft) on the target's full"
         f" soft distribution; each batch is {1 - settings['rollout_fraction']:.0%} corpus"
-        f" windows and {settings['rollout_fraction']:.0%} of {settings['rollouts']} greedy"
+        f" windows ({settings.get('draft_prose_fraction', settings['prose_fraction']):.0%}"
+        f" of them prose) and {settings['rollout_fraction']:.0%} of {settings['rollouts']} greedy"
         " target continuations of code prompts (sequence-level distillation: at T = 0 the"
         f" draft is judged on the target's own path); {d['train_seconds'] / 60:.1f} min.",
         f"- whole run (corpus, tokenizer, both models, rollouts, offline evaluation):"

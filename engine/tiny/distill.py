@@ -1,8 +1,8 @@
 """Draft distillation: match the target's full next-token distribution.
 
 Forward KL(p_target || q_draft) on the target's soft distribution carries far
-more signal per token than the one-hot label, which is what lets a 1-layer
-draft agree with the target often enough for speculation to pay.
+more signal per token than the one-hot label, which is what lets a 2-layer,
+128-wide draft agree with the target often enough for speculation to pay.
 """
 
 from __future__ import annotations

@@ -49,24 +49,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
 
 @pytest.mark.vllm
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="the committed target is undertrained (see engine/tiny_pair/MODEL_CARD.md): "
-    "code T=0 acceptance is ~1.3; strict so a retrained pair that meets the bar flips it",
-)
-def test_greedy_acceptance_on_code_meets_the_bar_and_prose_is_lower(server: VllmServer) -> None:
+def test_code_at_t0_meets_the_bar_and_prose_and_t13_are_lower(server: VllmServer) -> None:
     corpus = build_corpus()
     prompts: dict[Kind, list[str]] = {
         kind: held_out_prompts(corpus, kind, 8) for kind in ("code", "prose")
     }
     results: list[Measurement] = asyncio.run(
-        measure_server(server.base_url, server.model, prompts, [0.0], K, "greedy")
+        measure_server(server.base_url, server.model, prompts, [0.0, 1.3], K, "greedy")
     )
-    by_kind = {m.kind: m for m in results}
-    code, prose = by_kind["code"], by_kind["prose"]
+    by = {(m.kind, m.temperature): m for m in results}
+    code, prose, code_hot = by["code", 0.0], by["prose", 0.0], by["code", 1.3]
     assert code.completion_tokens == 8 * 64
     assert code.drafts > 0 and code.draft_tokens == K * code.drafts
+    print({key: round(m.mean_acceptance_length, 3) for key, m in by.items()})
     assert code.mean_acceptance_length >= 2.0
-    assert prose.mean_acceptance_length < code.mean_acceptance_length
+    # The demo's segments must differ: prose and hot sampling speculate visibly worse.
+    assert prose.mean_acceptance_length < code.mean_acceptance_length - 0.25
+    assert code_hot.mean_acceptance_length < code.mean_acceptance_length - 0.25
     # Position j can only be accepted when every earlier one was.
     assert code.per_position == sorted(code.per_position, reverse=True)
