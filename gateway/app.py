@@ -13,6 +13,7 @@ from gateway.errors import register_error_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.quota.limiter import make_quota_limiter
 from gateway.routes import openai, ops
+from gateway.routes.fastlane import CompletionFastLane
 from gateway.routing.balancer import Balancer
 from gateway.settings import GatewaySettings
 from gateway.snapshot.poller import SnapshotPoller
@@ -142,6 +143,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     )
     app.state.gateway = build_state(settings)
     register_error_handlers(app)
+    app.add_middleware(CompletionFastLane)
     app.include_router(openai.router)
     app.include_router(ops.router)
     return app

@@ -135,6 +135,15 @@ def error_response(request: Request, exc: GatewayError) -> JSONResponse:
     return JSONResponse(exc.body().model_dump(), status_code=exc.status_code, headers=headers)
 
 
+def unexpected_error_response(request: Request) -> JSONResponse:
+    """A bug, not a user mistake: logged with its traceback, answered as a typed 500."""
+    # NOTE: no request text in the log line, only the type and request id.
+    log.exception(
+        "internal error", extra={"request_id": getattr(request.state, "request_id", None)}
+    )
+    return error_response(request, GatewayError("internal error", code="internal_error"))
+
+
 def register_error_handlers(app: FastAPI) -> None:
     async def on_gateway_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, GatewayError)
@@ -163,11 +172,7 @@ def register_error_handlers(app: FastAPI) -> None:
         return resp
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-        # NOTE: no request text in the log line, only the type and request id.
-        log.exception(
-            "internal error", extra={"request_id": getattr(request.state, "request_id", None)}
-        )
-        return error_response(request, GatewayError("internal error", code="internal_error"))
+        return unexpected_error_response(request)
 
     app.add_exception_handler(GatewayError, on_gateway_error)
     app.add_exception_handler(RequestValidationError, on_validation)

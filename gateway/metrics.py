@@ -10,9 +10,11 @@ so a flood of new segments or tenants cannot grow the exposition without bound.
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
 from control.contract import LATENCY_BUCKETS_MS, Arm
 from gateway.telemetry.record import RequestRecord
@@ -98,6 +100,7 @@ class GatewayMetrics:
         max_positions: int = 16,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.max_positions = max_positions
         self.segments = TopKLabels(top_k_segments, on_evict=self._forget_segment)
         self.tenants = TopKLabels(top_k_tenants or top_k_segments, on_evict=self._forget_tenant)
@@ -230,32 +233,41 @@ class GatewayMetrics:
             registry=r,
         )
 
+    def _child(self, metric: MetricWrapperBase, *labels: str) -> Any:
+        """`metric.labels(*labels)`, cached: the lookup ran ~15 times per request."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def observe_request(self, rec: RequestRecord) -> None:
+        child = self._child
         segment = self.segments.resolve(rec.segment_name or NONE)
         arm = rec.arm.value
         pv = NONE if rec.pair_version_id is None else str(rec.pair_version_id)
-        self.requests.labels(segment, arm, pv, rec.outcome, str(rec.http_status)).inc()
+        child(self.requests, segment, arm, pv, rec.outcome, str(rec.http_status)).inc()
         if rec.prompt_tokens:
-            self.tokens.labels(segment, arm, pv, "prompt").inc(rec.prompt_tokens)
+            child(self.tokens, segment, arm, pv, "prompt").inc(rec.prompt_tokens)
         if rec.completion_tokens:
-            self.tokens.labels(segment, arm, pv, "completion").inc(rec.completion_tokens)
+            child(self.tokens, segment, arm, pv, "completion").inc(rec.completion_tokens)
         if rec.drafts or rec.drafted_tokens:
-            self.drafts.labels(segment, pv).inc(rec.drafts)
-            self.drafted_tokens.labels(segment, pv).inc(rec.drafted_tokens)
-            self.accepted_tokens.labels(segment, pv).inc(rec.accepted_tokens)
+            child(self.drafts, segment, pv).inc(rec.drafts)
+            child(self.drafted_tokens, segment, pv).inc(rec.drafted_tokens)
+            child(self.accepted_tokens, segment, pv).inc(rec.accepted_tokens)
             last = self.max_positions - 1
             # NOTE: zeros too, so every drafted position has a series from the first
             # spec request on and per-position ratios read 0, not "no data".
             for i, n in enumerate(rec.accepted_per_position):
-                self.accepted_by_position.labels(segment, pv, str(min(i, last))).inc(n)
+                child(self.accepted_by_position, segment, pv, str(min(i, last))).inc(n)
         if rec.ttft_ms is not None:
-            self.ttft.labels(segment, arm).observe(rec.ttft_ms / 1000.0)
+            child(self.ttft, segment, arm).observe(rec.ttft_ms / 1000.0)
         if rec.tpot_ms is not None:
-            self.tpot.labels(segment, arm).observe(rec.tpot_ms / 1000.0)
-        self.e2e.labels(segment, arm).observe(rec.e2e_ms / 1000.0)
+            child(self.tpot, segment, arm).observe(rec.tpot_ms / 1000.0)
+        child(self.e2e, segment, arm).observe(rec.e2e_ms / 1000.0)
 
     def observe_decision(self, reason: str, arm: Arm) -> None:
-        self.decisions.labels(reason, arm.value).inc()
+        self._child(self.decisions, reason, arm.value).inc()
 
     def observe_quota_rejection(self, tenant: str) -> None:
         self.quota_rejections.labels(self.tenants.resolve(tenant)).inc()
@@ -273,10 +285,11 @@ class GatewayMetrics:
         return age_s + (time.monotonic() - at)
 
     def set_outstanding(self, pool: str, worker: str, n: int) -> None:
-        self.outstanding.labels(pool, worker).set(n)
+        self._child(self.outstanding, pool, worker).set(n)
 
     def forget_worker(self, pool: str, worker: str) -> None:
         """Drop a worker's series when it leaves the snapshot, so churn does not accumulate."""
+        self._children.clear()
         self.outstanding.remove(pool, worker)
 
     def observe_telemetry_flushed(self, n: int = 1) -> None:
@@ -292,6 +305,9 @@ class GatewayMetrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
     def _forget_segment(self, segment: str) -> None:
+        # NOTE: a removed series must not live on in the cache (its increments would
+        # be lost from the exposition); evictions are rare, so the whole cache goes.
+        self._children.clear()
         for metric in (
             self.requests,
             self.tokens,
@@ -306,4 +322,5 @@ class GatewayMetrics:
             metric.remove_by_labels({"segment": segment})
 
     def _forget_tenant(self, tenant: str) -> None:
+        self._children.clear()
         self.quota_rejections.remove_by_labels({"tenant": tenant})

@@ -282,3 +282,38 @@ def test_engine_5xx_is_502_and_opens_the_breaker(tmp_path: Path) -> None:
             resp = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
             assert resp.status_code == 503 and _error(resp)["code"] == "no_healthy_worker"
             assert calls["n"] == 4  # nothing was sent to the open breakers
+
+
+def test_wrong_method_on_a_completion_path_is_a_typed_405(dead_gateway: GatewayServer) -> None:
+    # The completion fast lane takes POST only; everything else reaches FastAPI's router.
+    resp = httpx.get(dead_gateway.base_url + "/v1/chat/completions", headers=_auth())
+    assert resp.status_code == 405
+    assert _error(resp)["code"] == "method_not_allowed"
+
+
+def test_a_bug_in_the_request_path_is_a_typed_500_with_its_request_id(
+    dead_gateway: GatewayServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # NOTE: a defect cannot be produced for real; this injects one where the
+    # request path decides, to check the fast lane renders it like FastAPI would.
+    import gateway.routes.openai as routes
+
+    def broken_decide(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("injected defect")
+
+    monkeypatch.setattr(routes, "decide", broken_decide)
+    resp = httpx.post(
+        dead_gateway.base_url + "/v1/chat/completions",
+        json=CHAT,
+        headers={**_auth(), "x-request-id": "bug-1"},
+    )
+    assert resp.status_code == 500
+    assert _error(resp) == {
+        "message": "internal error",
+        "type": "internal_error",
+        "code": "internal_error",
+        "param": None,
+    }
+    assert resp.headers["x-request-id"] == "bug-1"
+    assert "injected defect" not in resp.text
+    assert any(r.getMessage() == "internal error" and r.exc_info for r in caplog.records)

@@ -272,15 +272,30 @@ def test_first_token_timeout_is_504(tmp_path: Path, vllm_baseline_server: Runnin
         )
 
 
+def _tokens_when_idle(engine: RunningServer, timeout_s: float = 10.0) -> tuple[float, float]:
+    """The engine's generated-token counter once it stopped moving, and when it last moved.
+
+    NOTE: the counter, not vllm:num_requests_running: that gauge lags the stream
+    (it read 0 while the engine was still generating for this very request)."""
+    started = time.monotonic()
+    last_value, last_change = _engine_metric(engine, "vllm:generation_tokens_total"), started
+    while time.monotonic() - last_change < 0.5:
+        assert time.monotonic() - started < timeout_s, "the engine never went idle"
+        time.sleep(0.05)
+        value = _engine_metric(engine, "vllm:generation_tokens_total")
+        if value != last_value:
+            last_value, last_change = value, time.monotonic()
+    return last_value, last_change - started
+
+
 def _disconnect_mid_generation(
     gw: GatewayServer, engine: RunningServer, max_tokens: int
-) -> tuple[bool, float, float]:
-    """Stream a long completion, drop the connection after its first event.
+) -> tuple[float, float]:
+    """Stream a long completion and drop the connection after its first event.
 
-    Returns whether the engine was seen running the request at the moment of
-    the disconnect, the tokens it generated in all, and how long it took to go
-    idle afterwards."""
-    before = _engine_metric(engine, "vllm:generation_tokens_total")
+    Returns the tokens the engine generated for it and how long after the
+    disconnect it stopped generating."""
+    before, _ = _tokens_when_idle(engine)
     with httpx.stream(
         "POST",
         gw.base_url + "/v1/completions",
@@ -295,15 +310,9 @@ def _disconnect_mid_generation(
     ) as resp:
         assert resp.status_code == 200
         first = next(resp.iter_lines())
-        assert first.startswith("data: ")
-        running_mid = _engine_metric(engine, "vllm:num_requests_running") >= 1
-    disconnected = time.monotonic()
-    while _engine_metric(engine, "vllm:num_requests_running") > 0:
-        assert time.monotonic() - disconnected < 3.0, "engine kept the request running"
-        time.sleep(0.05)
-    abort_s = time.monotonic() - disconnected
-    generated = _engine_metric(engine, "vllm:generation_tokens_total") - before
-    return running_mid, generated, abort_s
+        assert first.startswith("data: ")  # the engine is generating this request
+    after, stopped_s = _tokens_when_idle(engine)
+    return after - before, stopped_s
 
 
 def test_client_disconnect_aborts_the_engine_request(
@@ -312,28 +321,29 @@ def test_client_disconnect_aborts_the_engine_request(
     snapshot = make_snapshot(spec_urls=[], baseline_urls=[vllm_baseline_server.base_url])
     max_tokens = 480
     with run_gateway(tmp_path, snapshot) as gw:
-        # NOTE: the precondition is a disconnect while the engine is still
-        # generating. On a loaded 2-core machine the client can be descheduled
-        # long enough for the whole completion to finish first; such a try
-        # proves nothing either way, so it is repeated (the outcome checks below
-        # are not relaxed).
+        # NOTE: a try only proves something if the engine was still generating
+        # when the client left. On a loaded 2-core machine the client can be
+        # descheduled long enough for the whole completion to finish first, which
+        # looks exactly like an abort that did not happen; so a try that made
+        # every token is repeated. A gateway that never aborts fails all three.
         for _attempt in range(3):
-            running_mid, generated, abort_s = _disconnect_mid_generation(
-                gw, vllm_baseline_server, max_tokens
-            )
-            if running_mid:
+            generated, stopped_s = _disconnect_mid_generation(gw, vllm_baseline_server, max_tokens)
+            if generated < max_tokens:
                 break
-            # Wait until the gateway has accounted the wasted try, then forget it.
-            deadline = time.monotonic() + 5.0
-            while not [b for b in gw.state.aggregator.drain_all() if b.windows]:
-                assert time.monotonic() < deadline, "the gateway never recorded the request"
-                time.sleep(0.05)
-        windows = [w for b in gw.state.aggregator.drain_all() for w in b.windows]
-    print(f"engine idle {abort_s:.3f}s after disconnect; {generated:.0f}/{max_tokens} tokens made")
-    assert running_mid, "the engine was never seen running the request when the client left"
+        # Wait until the gateway has accounted every try, then count them.
+        windows: list[TelemetryWindow] = []
+        deadline = time.monotonic() + 5.0
+        while sum(w.requests for w in windows) < _attempt + 1:
+            assert time.monotonic() < deadline, "the gateway never recorded the request"
+            windows += [w for b in gw.state.aggregator.drain_all() for w in b.windows]
+            time.sleep(0.05)
+    print(f"engine stopped {stopped_s:.3f}s after disconnect; {generated:.0f}/{max_tokens} made")
     assert generated < max_tokens, f"engine generated {generated} tokens: not aborted"
     # The gateway accounts the request as cancelled, not as an error or a success.
-    assert [(w.requests, w.cancellations, w.errors) for w in windows] == [(1, 1, 0)]
+    # (A wasted try whose tokens all reached the gateway may count as served.)
+    assert sum(w.requests for w in windows) == _attempt + 1
+    assert sum(w.cancellations for w in windows) >= 1
+    assert sum(w.errors for w in windows) == 0
 
 
 def test_quota_exhaustion_is_429_with_retry_after(

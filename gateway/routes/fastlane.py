@@ -1,0 +1,49 @@
+"""The two completion endpoints, served without FastAPI's routing and handler layers.
+
+Every token of every streamed answer passes through the send chain of the
+layers a request went in by; for the completion endpoints that chain is the
+gateway's main CPU cost per request, so they are dispatched here, as plain
+ASGI, ahead of the router. The handlers and their error rendering are the
+same functions the documented routes in gateway.routes.openai use; every other
+path (and every other method) goes on to FastAPI unchanged.
+"""
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import Request, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.errors import GatewayError, error_response, unexpected_error_response
+from gateway.routes.openai import chat_completions, completions
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+HANDLERS: dict[str, Handler] = {
+    "/v1/chat/completions": chat_completions,
+    "/v1/completions": completions,
+}
+
+
+class CompletionFastLane:
+    """ASGI middleware: POST to a completion path goes straight to its handler."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = (
+            HANDLERS.get(scope["path"])
+            if scope["type"] == "http" and scope["method"] == "POST"
+            else None
+        )
+        if handler is None:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive, send)
+        try:
+            response = await handler(request)
+        except GatewayError as exc:
+            response = error_response(request, exc)
+        except Exception:
+            response = unexpected_error_response(request)
+        await response(scope, receive, send)
