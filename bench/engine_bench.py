@@ -2,19 +2,20 @@
 
     python -m bench.engine_bench [--max-tokens 64] [--rounds 2] [--json out.json]
 
-Starts three real vLLM servers on the CPU (spec = target + draft, k=3,
-probabilistic drafting; baseline = target alone; draft alone, to measure the
-draft/target cost ratio c), then for every cell (concurrency 1/4/16 x
-temperature 0/1 x code/prose prompts) runs closed-loop streaming clients against
-the spec and the baseline server in turn and reports:
+Starts three real vLLM servers on the CPU, one at a time on the same core
+(baseline = target alone; draft alone, to measure the draft/target cost ratio
+c; spec = target + draft, k=3, probabilistic drafting), and for every cell
+(concurrency 1/4/16 x temperature 0/1 x code/prose prompts) runs closed-loop
+streaming clients against the baseline and the spec server and reports:
 
 - output tokens/s (all completion tokens / cell wall time) and mean TPOT
   ((last token time - first token time) / (tokens - 1), per request);
 - mean acceptance length tau = 1 + accepted/drafts and per-position acceptance
   (accepted at position i / drafts), from the spec server's /metrics deltas;
 - the speedup the closed form predicts, (1-a^(k+1)) / ((1-a)(1+k c)), with a
-  solved from the measured tau (tau = (1-a^(k+1))/(1-a)) and c = TPOT(draft
-  alone) / TPOT(target alone) at concurrency 1, beside the measured speedup
+  solved from the measured tau (tau = (1-a^(k+1))/(1-a)) and c = wall time per
+  token of the draft alone / of the target alone at concurrency 1, beside the
+  measured speedup
   (spec tokens/s / baseline tokens/s).
 """
 
@@ -149,19 +150,22 @@ def predicted_speedup(alpha: float, c: float, k: int = K) -> float:
     return (1 - alpha ** (k + 1)) / ((1 - alpha) * (1 + k * c))
 
 
-def start_servers(pools: dict[str, PoolSpec], log_dir: Path, port: int) -> dict[str, VllmServer]:
-    servers: dict[str, VllmServer] = {}
-    # NOTE: all on one core: cells run one server at a time, so each gets the
-    # same core, and an idle server's core does not flatter the other.
-    options = LaunchOptions(cpu_cores="0")
-    for i, (name, pool) in enumerate(pools.items()):
-        command = build_server_command(pool, port + i, options)
-        servers[name] = VllmServer(command, log_dir / f"{name}.log")
-        servers[name].start()
-    for name, server in servers.items():
+def start_server(name: str, pool: PoolSpec, log_dir: Path, port: int) -> VllmServer:
+    # NOTE: one server at a time, each on core 0: an idle vLLM server beside the
+    # measured one still costs CPU (with a spec and a draft server idling on the
+    # same core, the baseline's TTFT was 4-20x a lone baseline's), which biased
+    # every ratio towards speculation.
+    server = VllmServer(
+        build_server_command(pool, port, LaunchOptions(cpu_cores="0")), log_dir / f"{name}.log"
+    )
+    server.start()
+    try:
         took = server.wait_ready(600)
-        print(f"{name}: serving on {server.base_url} after {took:.0f}s", flush=True)
-    return servers
+    except BaseException:
+        server.stop()
+        raise
+    print(f"{name}: serving on {server.base_url} after {took:.0f}s", flush=True)
+    return server
 
 
 def markdown_table(cells: list[CellResult], c: float) -> str:
@@ -187,63 +191,50 @@ def markdown_table(cells: list[CellResult], c: float) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-async def bench(args: argparse.Namespace, servers: dict[str, VllmServer]) -> dict[str, object]:
-    urls = {name: s.base_url for name, s in servers.items()}
+async def measure_pool(
+    args: argparse.Namespace, name: str, url: str, cells: list[CellResult]
+) -> float:
+    """Warm `url` up, run every cell against it; returns its seconds per token alone."""
     domains = {"code": CODE_PROMPTS, "prose": PROSE_PROMPTS}
     # warm-up: first requests pay one-off allocation costs
-    for url in urls.values():
-        await run_cell(url, CODE_PROMPTS, 2, 0.0, 1, 16)
-
-    # c: per-token cost of the draft relative to the target, both alone, concurrency 1
-    tpot_alone = {}
-    for name in ("baseline", "draft"):
-        _, _, _, _, tpot = await run_cell(urls[name], CODE_PROMPTS, 1, 0.0, 4, args.max_tokens)
-        tpot_alone[name] = tpot
-    c = tpot_alone["draft"] / tpot_alone["baseline"]
-    print(f"c = TPOT(draft) / TPOT(target) = {c:.3f}", flush=True)
-
-    cells: list[CellResult] = []
+    await run_cell(url, CODE_PROMPTS, 2, 0.0, 1, 16)
+    # NOTE: wall time per token, not TPOT: the baseline server often delivers a
+    # whole stream in one burst at its end (see bench/RESULTS.md), which makes its
+    # TPOT read near zero while the tokens still took their time to make.
+    _, tokens, wall, _, _ = await run_cell(url, CODE_PROMPTS, 1, 0.0, 4, args.max_tokens)
+    per_token_alone = wall / tokens
+    if name == "draft":
+        return per_token_alone  # only its cost is needed
     for concurrency in args.concurrency:
         for temperature in args.temperatures:
             for domain, prompts in domains.items():
-                for pool in ("baseline", "spec"):
-                    before = spec_counters(urls[pool]) if pool == "spec" else None
-                    n, tokens, wall, ttft, tpot = await run_cell(
-                        urls[pool],
-                        prompts,
-                        concurrency,
-                        temperature,
-                        args.rounds,
-                        args.max_tokens,
-                    )
-                    cell = CellResult(
-                        pool,
-                        concurrency,
-                        temperature,
-                        domain,
-                        n,
-                        tokens,
-                        wall,
-                        tokens / wall,
-                        tpot * 1000,
-                        ttft * 1000,
-                    )
-                    if before is not None:
-                        cell.tau, cell.per_position = acceptance(before, spec_counters(urls[pool]))
-                    cells.append(cell)
-                    print(
-                        f"{pool:8s} conc={concurrency:2d} T={temperature:g} {domain:5s} "
-                        f"{cell.tokens_per_s:7.1f} tok/s  TPOT {cell.tpot_ms:6.1f} ms"
-                        + (f"  tau {cell.tau:.2f}" if cell.tau else ""),
-                        flush=True,
-                    )
-    return {
-        "c": c,
-        "tpot_alone_ms": {k: v * 1000 for k, v in tpot_alone.items()},
-        "k": K,
-        "cells": [asdict(cell) for cell in cells],
-        "table": markdown_table(cells, c),
-    }
+                before = spec_counters(url) if name == "spec" else None
+                n, tokens, wall, ttft, tpot = await run_cell(
+                    url, prompts, concurrency, temperature, args.rounds, args.max_tokens
+                )
+                cell = CellResult(
+                    name,
+                    concurrency,
+                    temperature,
+                    domain,
+                    n,
+                    tokens,
+                    wall,
+                    tokens / wall,
+                    tpot * 1000,
+                    ttft * 1000,
+                )
+                if before is not None:
+                    cell.tau, cell.per_position = acceptance(before, spec_counters(url))
+                cells.append(cell)
+                print(
+                    f"{name:8s} conc={concurrency:2d} T={temperature:g} {domain:5s} "
+                    f"{cell.tokens_per_s:7.1f} tok/s  TPOT {cell.tpot_ms:6.1f} ms"
+                    f"  TTFT {cell.ttft_ms:7.1f} ms"
+                    + (f"  tau {cell.tau:.2f}" if cell.tau else ""),
+                    flush=True,
+                )
+    return per_token_alone
 
 
 def main() -> None:
@@ -259,17 +250,31 @@ def main() -> None:
 
     root = args.pair_dir or tiny_pair_dir()
     pools = {
-        "spec": tiny_spec_pool(root, ENGINE_ARGS, num_speculative_tokens=K),
         "baseline": tiny_baseline_pool(root, ENGINE_ARGS),
         "draft": tiny_baseline_pool(root, ENGINE_ARGS, model="draft"),
+        "spec": tiny_spec_pool(root, ENGINE_ARGS, num_speculative_tokens=K),
     }
+    cells: list[CellResult] = []
+    per_token_alone: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="engine-bench-") as logs:
-        servers = start_servers(pools, Path(logs), args.port)
-        try:
-            result = asyncio.run(bench(args, servers))
-        finally:
-            for server in servers.values():
+        for name, pool in pools.items():
+            server = start_server(name, pool, Path(logs), args.port)
+            try:
+                per_token_alone[name] = asyncio.run(
+                    measure_pool(args, name, server.base_url, cells)
+                )
+            finally:
                 server.stop()
+    # c: per-token cost of the draft relative to the target, both alone, concurrency 1
+    c = per_token_alone["draft"] / per_token_alone["baseline"]
+    print(f"c = time per token (draft alone) / (target alone) = {c:.3f}", flush=True)
+    result = {
+        "c": c,
+        "ms_per_token_alone": {k: v * 1000 for k, v in per_token_alone.items()},
+        "k": K,
+        "cells": [asdict(cell) for cell in cells],
+        "table": markdown_table(cells, c),
+    }
     print()
     print(result["table"])
     if args.json:
