@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from control.contract.pool import PoolSpec, SpeculativeConfig
+from engine.agent.metrics import parse_engine_metrics
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.server import VllmServer
 from engine.tiny.corpus import Kind, build_corpus
 from engine.tiny.prompts import held_out_prompts
 
 MEASURE_FILE = "vllm_acceptance.json"
-_PREFIX = "vllm:spec_decode_num_"
 
 
 @dataclass(frozen=True)
@@ -67,23 +66,19 @@ class Measurement:
 
 
 def parse_spec_counters(metrics_text: str, k: int) -> SpecCounters:
-    """Sum the spec decode counters over engines from a Prometheus text page."""
-    totals: dict[str, float] = {}
-    per_pos = [0.0] * k
-    for family in text_string_to_metric_families(metrics_text):
-        for sample in family.samples:
-            if not sample.name.startswith(_PREFIX) or not sample.name.endswith("_total"):
-                continue
-            short = sample.name.removeprefix(_PREFIX).removesuffix("_total")
-            if short == "accepted_tokens_per_pos":
-                per_pos[int(sample.labels["position"])] += sample.value
-            else:
-                totals[short] = totals.get(short, 0.0) + sample.value
+    """The spec decode counters summed over engines, as the agent reads them (zeros
+    when the page has none), with exactly `k` positions."""
+    spec = parse_engine_metrics(metrics_text).spec
+    if spec is None:
+        return SpecCounters(0.0, 0.0, 0.0, (0.0,) * k)
+    per_pos = [float(n) for n in spec.accepted_per_position]
+    if len(per_pos) > k:
+        raise ValueError(f"the server reports {len(per_pos)} draft positions, expected {k}")
     return SpecCounters(
-        drafts=totals.get("drafts", 0.0),
-        draft_tokens=totals.get("draft_tokens", 0.0),
-        accepted=totals.get("accepted_tokens", 0.0),
-        accepted_per_position=tuple(per_pos),
+        drafts=float(spec.num_drafts),
+        draft_tokens=float(spec.num_draft_tokens),
+        accepted=float(spec.num_accepted_tokens),
+        accepted_per_position=tuple(per_pos + [0.0] * (k - len(per_pos))),
     )
 
 

@@ -11,16 +11,20 @@ path (and every other method) goes on to FastAPI unchanged.
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request, Response
+from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import GatewayError, error_response, unexpected_error_response
-from gateway.routes.openai import chat_completions, completions
+from gateway.routes import openai
 
 Handler = Callable[[Request], Awaitable[Response]]
 
+# The documented POST routes of the OpenAI surface, read from its router so the
+# two can never disagree on a path or a handler.
 HANDLERS: dict[str, Handler] = {
-    "/v1/chat/completions": chat_completions,
-    "/v1/completions": completions,
+    route.path: route.endpoint
+    for route in openai.router.routes
+    if isinstance(route, APIRoute) and "POST" in route.methods
 }
 
 
