@@ -1,26 +1,17 @@
 """Alert and recording rules pass promtool; the dashboard JSON is generated, not edited."""
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from dashboards.generate import OUTPUT, build, expressions
-from tests.fixtures.services import in_ci
+from tests.fixtures.services import require_prometheus_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        message = "promtool is not installed (Debian package prometheus; `make tools`)"
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return require_prometheus_tool("promtool")
 
 
 def test_rules_are_valid() -> None:

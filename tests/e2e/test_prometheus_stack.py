@@ -32,7 +32,7 @@ from engine.agent.heartbeat import HeartbeatAgent, WorkerProbe
 from engine.pools.local import tiny_pair_dir
 from gateway.app import create_app as create_gateway_app
 from gateway.settings import GatewaySettings
-from tests.fixtures.services import in_ci
+from tests.fixtures.services import require_prometheus_tool
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.server import free_port, serve_app
 
@@ -41,16 +41,6 @@ pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "stack-admin"
 INTERNAL = "stack-internal"
-
-
-def prometheus_binary() -> str:
-    path = shutil.which("prometheus")
-    if path is None:
-        message = "prometheus is not installed (Debian package prometheus; `make tools`)"
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 class Admin:
@@ -199,7 +189,7 @@ def drive_traffic(gateway_url: str, world: dict[str, Any], model: str, round_: i
 
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    binary = prometheus_binary()
+    binary = require_prometheus_tool("prometheus")
     port = free_port()
     config = tmp_path / "prometheus.yml"
     proc: subprocess.Popen[bytes] | None = None

@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -272,6 +273,24 @@ def test_first_token_timeout_is_504(tmp_path: Path, vllm_baseline_server: Runnin
         )
 
 
+def _stream_completion(
+    gw: GatewayServer, prompt: str, max_tokens: int
+) -> AbstractContextManager[httpx.Response]:
+    """A raw streamed completion of exactly `max_tokens` tokens (EOS ignored)."""
+    return httpx.stream(
+        "POST",
+        gw.base_url + "/v1/completions",
+        json={
+            "model": "tiny",
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "stream": True,
+        },
+        headers={"Authorization": f"Bearer {TENANT_KEY}"},
+    )
+
+
 def _tokens_when_idle(engine: RunningServer, timeout_s: float = 10.0) -> tuple[float, float]:
     """The engine's generated-token counter once it stopped moving, and when it last moved.
 
@@ -296,18 +315,7 @@ def _disconnect_mid_generation(
     Returns the tokens the engine generated for it and how long after the
     disconnect it stopped generating."""
     before, _ = _tokens_when_idle(engine)
-    with httpx.stream(
-        "POST",
-        gw.base_url + "/v1/completions",
-        json={
-            "model": "tiny",
-            "prompt": "def add(a, b):",
-            "max_tokens": max_tokens,
-            "ignore_eos": True,
-            "stream": True,
-        },
-        headers={"Authorization": f"Bearer {TENANT_KEY}"},
-    ) as resp:
+    with _stream_completion(gw, "def add(a, b):", max_tokens) as resp:
         assert resp.status_code == 200
         first = next(resp.iter_lines())
         assert first.startswith("data: ")  # the engine is generating this request
@@ -471,18 +479,7 @@ def test_idle_gap_mid_stream_ends_with_a_timeout_event(
     snapshot = make_snapshot(spec_urls=[], baseline_urls=[vllm_baseline_server.base_url])
     # 0.1 ms between engine chunks is shorter than any real decode step: a real timeout.
     with run_gateway(tmp_path, snapshot, idle_timeout_s=0.0001) as gw:
-        with httpx.stream(
-            "POST",
-            gw.base_url + "/v1/completions",
-            json={
-                "model": "tiny",
-                "prompt": "x",
-                "max_tokens": 200,
-                "ignore_eos": True,
-                "stream": True,
-            },
-            headers={"Authorization": f"Bearer {TENANT_KEY}"},
-        ) as resp:
+        with _stream_completion(gw, "x", 200) as resp:
             assert resp.status_code == 200  # the first token came in time
             events = [line for line in resp.iter_lines() if line.startswith("data: ")]
         deadline = time.monotonic() + 5.0
