@@ -10,7 +10,12 @@ gateway, and reports TTFT and per-token latency (p50/p99), requests/s and the
 gateway's CPU seconds per request (psutil on its process). Loopback only.
 
 Added TTFT is p(gateway) - p(direct) of the same percentile: both runs see the
-same upstream schedule, so the difference is what the gateway adds.
+same upstream schedule, so the difference is what the gateway adds. At
+concurrency 1 the two modes are interleaved request by request (direct,
+gateway, gateway, direct, ...) in one loop, so a drift of the machine's state
+during the run (CPU placement, frequency, neighbours) shifts both alike; at
+higher concurrency they run one after the other, since running them together
+would make them compete for the same upstream.
 """
 
 import argparse
@@ -29,7 +34,7 @@ from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import numpy as np
@@ -38,6 +43,7 @@ import uvloop
 
 from control.contract import PolicySnapshot, PoolSnapshot, TenantSpec, WorkerSpec
 
+T = TypeVar("T")
 MODEL = "bench-model"
 API_KEY = "bench-key"
 SECTION = "## Gateway overhead"
@@ -202,7 +208,21 @@ async def closed_loop(url: str, body: bytes, concurrency: int, total: int) -> li
     return samples
 
 
-def drive(coro: Coroutine[Any, Any, list[Sample]]) -> list[Sample]:
+async def interleaved(
+    urls: tuple[str, str], body: bytes, total: int
+) -> tuple[list[Sample], list[Sample]]:
+    """One request at a time, alternating the two URLs (ABBA order); samples per URL."""
+    headers = {"authorization": f"Bearer {API_KEY}", "content-type": "application/json"}
+    timeout = aiohttp.ClientTimeout(total=60.0)
+    out: tuple[list[Sample], list[Sample]] = ([], [])
+    async with aiohttp.ClientSession(headers=headers, timeout=timeout) as session:
+        for i in range(total):
+            for which in (0, 1) if i % 2 == 0 else (1, 0):
+                out[which].append(await one_request(session, urls[which], body))
+    return out
+
+
+def drive(coro: Coroutine[Any, Any, T]) -> T:
     # uvloop keeps the load generator's own per-chunk cost low, so it is not the bottleneck.
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(coro)
@@ -229,6 +249,31 @@ def run(
     cpu = None if gateway is None or cpu0 is None else sum(gateway.cpu_times()[:2]) - cpu0
     up = sum(upstream.cpu_times()[:2]) - up0
     return RunResult(mode, concurrency, samples, wall, cpu, up, sum(me.cpu_times()[:2]) - me0)
+
+
+def run_interleaved(
+    direct_url: str,
+    gateway_url: str,
+    body: bytes,
+    total: int,
+    upstream: psutil.Process,
+    gateway: psutil.Process,
+) -> tuple[RunResult, RunResult]:
+    """Concurrency 1, both modes in one loop. Each mode's wall time is the sum of its
+    requests' end-to-end times; the upstream's and load generator's CPU are split evenly."""
+    drive(interleaved((direct_url, gateway_url), body, 4))  # warm-up
+    me = psutil.Process()
+    cpu0, up0, me0 = (sum(p.cpu_times()[:2]) for p in (gateway, upstream, me))
+    direct, through = drive(interleaved((direct_url, gateway_url), body, total))
+    cpu, up, mine = (
+        sum(p.cpu_times()[:2]) - c0 for p, c0 in ((gateway, cpu0), (upstream, up0), (me, me0))
+    )
+
+    def result(mode: str, samples: list[Sample], gw_cpu: float | None) -> RunResult:
+        wall = sum(x.e2e_ms for x in samples if x.ok) / 1000.0 or 1e-9
+        return RunResult(mode, 1, samples, wall, gw_cpu, up / 2, mine / 2)
+
+    return result("direct", direct, None), result("gateway", through, cpu)
 
 
 def table(pairs: list[tuple[RunResult, RunResult]]) -> str:
@@ -395,8 +440,11 @@ def main() -> None:
                 total = a.requests or max(150, 8 * c)
                 direct_url = f"http://127.0.0.1:{up_port}{path}"
                 gw_url = f"http://127.0.0.1:{gw_port}{path}"
-                direct = run("direct", direct_url, body, c, total, up_proc, None)
-                gw = run("gateway", gw_url, body, c, total, up_proc, gw_proc)
+                if c == 1:
+                    direct, gw = run_interleaved(direct_url, gw_url, body, total, up_proc, gw_proc)
+                else:
+                    direct = run("direct", direct_url, body, c, total, up_proc, None)
+                    gw = run("gateway", gw_url, body, c, total, up_proc, gw_proc)
                 pairs.append((direct, gw))
                 print(f"concurrency {c}: direct {direct.rps:.1f} req/s, gateway {gw.rps:.1f} req/s")
         finally:
@@ -419,8 +467,9 @@ def main() -> None:
             f"Command: `{cmd.strip()}` ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
             f"{psutil.cpu_count()} CPUs shared, load average {load:.1f} at start). "
             f"Upstream: bench.fake_upstream, {a.tokens} tokens every {a.interval_ms} ms, "
-            f"streaming {a.endpoint}; closed loop, aiohttp client; "
-            "latencies in ms, TPOT = (last token - first token) / (tokens - 1).",
+            f"streaming {a.endpoint}; closed loop, aiohttp client"
+            + ("; concurrency 1 interleaves direct and gateway requests; " if 1 in levels else "; ")
+            + "latencies in ms, TPOT = (last token - first token) / (tokens - 1).",
             "",
             table(pairs),
             "",

@@ -5,12 +5,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-import aiohttp
 import httpx
 from fastapi import FastAPI
 
 from gateway.errors import register_error_handlers
 from gateway.metrics import GatewayMetrics
+from gateway.proxy.engine_http import EngineClient
 from gateway.quota.limiter import make_quota_limiter
 from gateway.routes import openai, ops
 from gateway.routes.fastlane import CompletionFastLane
@@ -23,25 +23,6 @@ from gateway.telemetry.aggregator import TelemetryAggregator
 from gateway.telemetry.flusher import TelemetryFlusher
 
 log = logging.getLogger(__name__)
-
-
-def _engine_session(settings: GatewaySettings) -> aiohttp.ClientSession:
-    # No total or read timeout: the relay enforces first-token, idle and total limits.
-    timeout = aiohttp.ClientTimeout(
-        total=None, connect=settings.connect_timeout_s, sock_connect=settings.connect_timeout_s
-    )
-    # No connection cap: concurrency is bounded by the engines, not by this pool.
-    # NOTE: idle connections are dropped before the engine's own keep-alive (vLLM/uvicorn:
-    # 5 s) closes them; reusing one the engine already closed fails like a dead
-    # worker and would needlessly count against its breaker.
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=3.0)
-    # NOTE: no Accept-Encoding: the relay parses every engine event, so it wants plain bytes.
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=timeout,
-        skip_auto_headers=("Accept-Encoding", "User-Agent"),
-        trust_env=False,
-    )
 
 
 def build_state(settings: GatewaySettings) -> GatewayState:
@@ -97,7 +78,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         on_poll=on_poll,
     )
     app.state.poller = poller
-    state.engine_session = _engine_session(settings)
+    # No total or read timeout here: the relay enforces first-token, idle and total limits.
+    state.engine_client = EngineClient(connect_timeout_s=settings.connect_timeout_s)
     # One refresh before serving, so a healthy deployment is ready at once.
     await poller.poll_once()
     tasks = [asyncio.create_task(poller.run(), name="snapshot-poller")]

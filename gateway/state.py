@@ -3,10 +3,10 @@
 import asyncio
 from dataclasses import dataclass, field
 
-import aiohttp
 import httpx
 
 from gateway.metrics import GatewayMetrics
+from gateway.proxy.engine_http import EngineClient
 from gateway.quota.limiter import QuotaLimiter
 from gateway.routing.balancer import Balancer
 from gateway.settings import GatewaySettings
@@ -24,12 +24,12 @@ class GatewayState:
     quota: QuotaLimiter
     # Control traffic (snapshot, telemetry): low rate, short timeouts.
     control_client: httpx.AsyncClient
-    # Engine traffic, the hot path: aiohttp, whose pool and parser cost a fraction of
-    # httpx's per request. Bound to the serving event loop, so opened by the lifespan.
-    engine_session: aiohttp.ClientSession | None = None
+    # Engine traffic, the hot path: a lean HTTP/1.1 client (gateway.proxy.engine_http).
+    # Its connections belong to the serving event loop, so the lifespan opens it.
+    engine_client: EngineClient | None = None
     background: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
-    def engine(self) -> aiohttp.ClientSession:
-        assert self.engine_session is not None, "the app lifespan has not started"
-        return self.engine_session
+    def engine(self) -> EngineClient:
+        assert self.engine_client is not None, "the app lifespan has not started"
+        return self.engine_client

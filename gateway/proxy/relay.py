@@ -8,14 +8,12 @@ reaches the client only if it asked for it.
 """
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -23,6 +21,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.errors import ServiceUnavailable, UpstreamError, UpstreamTimeout
+from gateway.proxy.engine_http import EngineHTTPError, EngineResponse
 from gateway.proxy.sanitize import (
     NO_SPEC,
     SpecStats,
@@ -90,98 +89,114 @@ def _event(payload: bytes, *, keep_usage: bool, result: RelayResult) -> bytes | 
 Relay = Callable[[Send], Awaitable[None]]
 
 
+class DisconnectWatch:
+    """Cancels the request's task the moment its client disconnects.
+
+    One listener task per request, armed while the gateway waits on the engine
+    (the first token, then the whole stream or body). A CancelledError raised
+    while armed is ours when `swallow()` says so. `stop()` is synchronous and
+    comes right after the watched await: had the client left before it, that
+    await would have raised, so nothing after it (the accounting) can be cut off.
+    """
+
+    __slots__ = ("_armed", "_listener", "_task", "left")
+
+    def __init__(self, receive: Receive) -> None:
+        self.left = False
+        self._armed = True
+        self._task = _current_task()
+        self._listener = asyncio.ensure_future(_wait_disconnect(receive))
+        self._listener.add_done_callback(self._on_done)
+
+    def _on_done(self, listener: asyncio.Future[None]) -> None:
+        if self._armed and not listener.cancelled() and listener.exception() is None:
+            self.left = True
+            self._task.cancel()
+
+    def rebind(self) -> None:
+        """Cancel the current task from now on (a response may run in another than its handler)."""
+        self._task = _current_task()
+
+    def swallow(self) -> bool:
+        """After a CancelledError: whether it was the client leaving (then it is undone)."""
+        if self.left and self._armed:
+            self._task.uncancel()
+            return True
+        return False
+
+    def stop(self) -> None:
+        self._armed = False
+        self._listener.cancel()
+
+
+def _current_task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None
+    return task
+
+
 class RelayResponse(Response):
     """An event stream that always runs its cleanup, and stops the moment the client leaves.
 
     A direct ASGI send loop rather than Starlette's StreamingResponse: that one
     costs a task group, two tasks and an async generator per request, and its
     disconnect listener depends on the ASGI spec version the server announces.
-    Here one listener task cancels the sending task when the client goes, and
-    `on_close` runs even if the relay never started.
+    Here the request's DisconnectWatch (started before the first token) cancels
+    the sending task when the client goes, and `on_close` runs even if the
+    relay never started.
     """
 
     media_type = "text/event-stream"
 
     def __init__(
-        self, relay: Relay, *, headers: dict[str, str], on_close: Callable[[bool], Awaitable[None]]
+        self,
+        relay: Relay,
+        *,
+        watch: DisconnectWatch,
+        headers: dict[str, str],
+        on_close: Callable[[bool], Awaitable[None]],
     ) -> None:
         self.status_code = 200
         self.background = None
         self.init_headers(headers)
         self._relay = relay
+        self._watch = watch
         self._on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        streaming, left = True, False
-
-        def client_left(listener: asyncio.Future[None]) -> None:
-            nonlocal left
-            if streaming and not listener.cancelled() and listener.exception() is None:
-                left = True
-                task.cancel()
-
-        listener = asyncio.ensure_future(_wait_disconnect(receive))
-        listener.add_done_callback(client_left)
+        watch = self._watch
+        watch.rebind()
+        left = False
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             await self._relay(send)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            if not left:
+            if not watch.swallow():
                 raise
-            task.uncancel()  # our own cancellation, not the server's: the request just ends
+            left = True  # our own cancellation, not the server's: the request just ends
         except OSError:
             left = True
         finally:
-            streaming = False
-            listener.cancel()
+            watch.stop()
             with anyio.CancelScope(shield=True):
                 await self._on_close(left)
-
-
-class ClientLeft(Exception):
-    """The client disconnected before the engine's first event."""
 
 
 class EngineEnded(Exception):
     """The engine closed the stream without a single event."""
 
 
-async def _next_batch(content: aiohttp.StreamReader, splitter: SSESplitter) -> list[bytes]:
+async def _next_batch(response: EngineResponse, splitter: SSESplitter) -> list[bytes]:
     """The complete events of the engine's next chunk(s); [] once the stream has ended."""
     while True:
-        chunk = await content.readany()
+        chunk = await response.readany()
         if not chunk:
             tail = splitter.tail()
             return [tail] if tail is not None else []
         events = splitter.feed(chunk)
         if events:
             return events
-
-
-async def _first_batch(
-    content: aiohttp.StreamReader, splitter: SSESplitter, request: Request, timeout_s: float
-) -> list[bytes]:
-    # NOTE: prefill can take long; a client that leaves meanwhile must not keep
-    # the engine busy until its first token, so the wait races the disconnect.
-    first = asyncio.ensure_future(asyncio.wait_for(_next_batch(content, splitter), timeout_s))
-    leaving = asyncio.ensure_future(_wait_disconnect(request.receive))
-    try:
-        await asyncio.wait({first, leaving}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        leaving.cancel()
-        if not first.done():
-            first.cancel()
-            with contextlib.suppress(BaseException):
-                await first
-    if not first.done() or first.cancelled():
-        raise ClientLeft
-    batch = first.result()
-    if not batch:
-        raise EngineEnded
-    return batch
 
 
 async def relay_stream(
@@ -196,18 +211,32 @@ async def relay_stream(
     finish: Finish,
 ) -> RelayResponse:
     result = RelayResult()
-    content = opened.response.content
+    response = opened.response
     splitter = SSESplitter()
     remaining = max(first_token_timeout_s - (time.monotonic() - started), 0.001)
+    # NOTE: prefill can take long; a client that leaves meanwhile must not keep
+    # the engine busy until its first token, so the wait is watched from here on.
+    watch = DisconnectWatch(request.receive)
     try:
-        first = await _first_batch(content, splitter, request, remaining)
+        async with asyncio.timeout(remaining):
+            first = await _next_batch(response, splitter)
+        if not first:
+            raise EngineEnded
     except BaseException as exc:
-        opened.response.close()
-        if isinstance(exc, TimeoutError):
+        left = isinstance(exc, asyncio.CancelledError) and watch.swallow()
+        watch.stop()
+        response.close()
+        if left:
+            opened.lease.breaker.release_trial()
+            result.outcome, result.http_status = "cancelled", 499
+            err: BaseException = ServiceUnavailable(
+                "client disconnected", code="client_disconnected"
+            )
+        elif isinstance(exc, TimeoutError):
             opened.lease.breaker.release_trial()
             result.outcome, result.http_status = "error", 504
-            err: BaseException = UpstreamTimeout("No first token from the engine in time")
-        elif isinstance(exc, EngineEnded | aiohttp.ClientError):
+            err = UpstreamTimeout("No first token from the engine in time")
+        elif isinstance(exc, EngineEnded | EngineHTTPError):
             opened.lease.breaker.record_failure()
             result.outcome, result.http_status = "error", 502
             err = UpstreamError("The engine closed the stream before the first token")
@@ -215,8 +244,6 @@ async def relay_stream(
             opened.lease.breaker.release_trial()
             result.outcome, result.http_status = "cancelled", 499
             err = exc
-            if isinstance(exc, ClientLeft):
-                err = ServiceUnavailable("client disconnected", code="client_disconnected")
         opened.lease.release()
         await finish(result)
         raise err from None
@@ -238,14 +265,14 @@ async def relay_stream(
             try:
                 # NOTE: asyncio.timeout, not wait_for: no extra Task per chunk on the hot path.
                 async with asyncio.timeout(idle_timeout_s):
-                    batch = await _next_batch(content, splitter)
+                    batch = await _next_batch(response, splitter)
             except TimeoutError:
                 result.outcome, result.http_status = "error", 504
                 await _send_error(
                     send, "The engine stalled mid-stream", "timeout_error", "idle_timeout"
                 )
                 return
-            except aiohttp.ClientError:
+            except EngineHTTPError:
                 result.outcome, result.http_status = "error", 502
                 await _send_error(
                     send, "The engine stream broke", "upstream_error", "stream_broken"
@@ -259,15 +286,15 @@ async def relay_stream(
         # NOTE: closing (not releasing) an unfinished engine response drops its
         # connection, which is how vLLM learns the client is gone and aborts.
         if drained:
-            opened.response.release()
+            response.release()
         else:
-            opened.response.close()
+            response.close()
         opened.lease.release()
         if disconnected and result.outcome == "ok" and result.usage is None:
             result.outcome, result.http_status = "cancelled", 499
         await finish(result)
 
-    return RelayResponse(relay, headers=headers, on_close=on_close)
+    return RelayResponse(relay, watch=watch, headers=headers, on_close=on_close)
 
 
 async def _send_error(send: Send, message: str, type_: str, code: str) -> None:
@@ -296,24 +323,30 @@ async def relay_json(
 ) -> JSONResponse:
     """Non-streaming: read the whole engine answer, or drop it if the client leaves."""
     result = RelayResult()
-    reading = asyncio.ensure_future(asyncio.wait_for(opened.response.read(), timeout=timeout_s))
-    leaving = asyncio.ensure_future(_wait_disconnect(request.receive))
+    response = opened.response
+    read = False
+    watch = DisconnectWatch(request.receive)
     try:
-        await asyncio.wait({reading, leaving}, return_when=asyncio.FIRST_COMPLETED)
-        if not reading.done():
-            reading.cancel()
-            result.outcome, result.http_status = "cancelled", 499
-            raise ServiceUnavailable("client disconnected", code="client_disconnected")
         try:
-            content = reading.result()
+            async with asyncio.timeout(timeout_s):
+                content = await response.read()
+            read = True
+        except asyncio.CancelledError:
+            if not watch.swallow():
+                raise
+            opened.lease.breaker.release_trial()
+            result.outcome, result.http_status = "cancelled", 499
+            raise ServiceUnavailable("client disconnected", code="client_disconnected") from None
         except TimeoutError as exc:
             opened.lease.breaker.release_trial()
             result.outcome, result.http_status = "error", 504
             raise UpstreamTimeout("The engine did not finish in time") from exc
-        except aiohttp.ClientError as exc:
+        except EngineHTTPError as exc:
             opened.lease.breaker.record_failure()
             result.outcome, result.http_status = "error", 502
             raise UpstreamError("The engine connection broke") from exc
+        finally:
+            watch.stop()
         opened.lease.breaker.record_success()
         try:
             doc = json.loads(content)
@@ -328,14 +361,9 @@ async def relay_json(
         result.first_token_at = None
         return JSONResponse(sanitize(doc), headers=headers)
     finally:
-        leaving.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await leaving
-        if not reading.done():
-            reading.cancel()
-        if reading.done() and not reading.cancelled() and reading.exception() is None:
-            opened.response.release()
+        if read:
+            response.release()
         else:
-            opened.response.close()
+            response.close()
         opened.lease.release()
         await finish(result)

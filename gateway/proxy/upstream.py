@@ -12,8 +12,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
 from gateway.decision.decide import Decision
 from gateway.errors import (
     GatewayError,
@@ -22,26 +20,17 @@ from gateway.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from gateway.proxy.engine_http import EngineClient, EngineHTTPError, EngineResponse
 from gateway.routing.balancer import Balancer, Lease
 
 log = logging.getLogger(__name__)
-
-# Failures before the engine answered: it is unreachable or died, so sending the
-# request elsewhere cannot duplicate work that will complete. ConnectionTimeoutError
-# is also a TimeoutError, hence listed (and caught) before the header-wait timeout.
-_NOT_SENT = (
-    aiohttp.ConnectionTimeoutError,
-    aiohttp.ClientConnectorError,
-    aiohttp.ServerDisconnectedError,
-    aiohttp.ClientOSError,
-)
 
 
 @dataclass
 class Opened:
     decision: Decision
     lease: Lease
-    response: aiohttp.ClientResponse
+    response: EngineResponse
 
 
 def _engine_error(resp_body: bytes, status: int) -> GatewayError:
@@ -63,7 +52,7 @@ def _engine_error(resp_body: bytes, status: int) -> GatewayError:
 
 async def open_upstream(
     *,
-    session: aiohttp.ClientSession,
+    client: EngineClient,
     balancer: Balancer,
     decision: Decision,
     path: str,
@@ -81,11 +70,14 @@ async def open_upstream(
         tried: set[str] = set()
         while (lease := balancer.acquire(current.pool, tried)) is not None:
             tried.add(lease.worker.id)
-            url = _engine_base(lease.worker.endpoint_url) + path
             try:
                 async with asyncio.timeout(header_timeout_s):
-                    response = await session.post(url, data=body, headers=headers)
-            except _NOT_SENT as exc:
+                    response = await client.post(
+                        _engine_base(lease.worker.endpoint_url), path, body, headers
+                    )
+            except EngineHTTPError as exc:
+                # Before any answer: the engine is unreachable or died, so sending the
+                # request elsewhere cannot duplicate work that will complete.
                 lease.breaker.record_failure()
                 lease.release()
                 last_error = ServiceUnavailable(
@@ -107,7 +99,7 @@ async def open_upstream(
             try:
                 async with asyncio.timeout(header_timeout_s):
                     content = await response.read()
-            except (aiohttp.ClientError, TimeoutError):
+            except (EngineHTTPError, TimeoutError):
                 content = b""
             finally:
                 response.release()

@@ -104,7 +104,7 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
             # Always ask for usage: tokens and speculative metrics ride on the final chunk.
             payload["stream_options"] = {**(doc.get("stream_options") or {}), "include_usage": True}
         opened = await open_upstream(
-            session=state.engine,
+            client=state.engine,
             balancer=state.balancer,
             decision=decision,
             path=path,

@@ -1,0 +1,380 @@
+"""A lean HTTP/1.1 client for engine traffic: POST a JSON body, stream the answer back.
+
+Why not aiohttp: on the gateway's time-to-first-token path its per-request
+machinery (request and response objects, URL and header structures, the
+connector) cost ~0.35 ms of CPU at concurrency 1, the largest single share of
+what the gateway added (bench.gateway_overhead, traced per stage). Here a
+request is one `write` on a pooled keep-alive connection, and the answer is
+parsed by httptools (the C parser uvicorn uses) straight into a byte queue the
+relay reads.
+
+Scope is what engines speak: HTTP/1.1 over TCP or TLS; answers delimited by
+Content-Length, chunked encoding, or the connection's end. A request on a
+reused connection that the engine had already closed (the keep-alive race) is
+sent once more on a fresh connection, as long as no byte of an answer came.
+"""
+
+import asyncio
+import contextlib
+import socket
+import ssl
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import cast
+from urllib.parse import urlsplit
+
+import httptools
+
+# Body bytes buffered from one answer before reading from its engine pauses; a
+# slow client then slows the engine's stream instead of growing the gateway.
+_HIGH_WATER = 256 * 1024
+# Idle connections kept per engine origin; more are closed when returned.
+_MAX_IDLE_PER_ORIGIN = 256
+
+
+class EngineHTTPError(Exception):
+    """The engine could not be reached, or its answer broke off or was not HTTP."""
+
+
+class EngineConnectError(EngineHTTPError):
+    """No connection to the engine could be made: the request was not sent."""
+
+
+class EngineDisconnected(EngineHTTPError):
+    """The engine closed the connection before its answer was complete."""
+
+
+class EngineProtocolError(EngineHTTPError):
+    """The engine's answer is not valid HTTP/1.1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+def parse_base_url(base_url: str) -> tuple[Origin, str]:
+    """The origin to connect to and the path prefix every request path goes under."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"engine URL must be http(s)://host[:port][/prefix], got {base_url!r}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return Origin(parts.scheme, parts.hostname, port), parts.path.rstrip("/")
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; holds the state of the answer in flight."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.pooled = False  # idle in the pool: any byte from the engine now is unsolicited
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self.begin()
+
+    def begin(self) -> None:
+        """Reset the per-answer state before a request is written."""
+        self.status = 0
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+        self.headers_done = False
+        self.complete = False
+        self.keep_alive = False
+        self.got_bytes = False
+        self.error: EngineHTTPError | None = None
+        self.chunks: deque[bytes] = deque()
+        self.buffered = 0
+        # Content-Length or chunked; False: the body ends when the connection does.
+        self._delimited = True
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # NOTE: a cast, not an isinstance check: uvloop's TCP transport is not an
+        # asyncio.Transport subclass.
+        self.transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        if self.pooled:
+            self.abort()
+            return
+        self.got_bytes = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(EngineProtocolError(f"invalid HTTP from the engine: {exc}"))
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.headers_done and not self._delimited and not self.complete:
+            self.complete = True  # a body delimited by the connection's end
+            self.keep_alive = False
+        self._fail(EngineDisconnected("the engine closed the connection"))
+
+    # httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.raw_headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        self.status = self._parser.get_status_code()
+        self.keep_alive = self._parser.should_keep_alive()
+        names = {name for name, _ in self.raw_headers}
+        self._delimited = b"content-length" in names or b"transfer-encoding" in names
+        self.headers_done = True
+        self._wake()
+
+    def on_body(self, body: bytes) -> None:
+        self.chunks.append(body)
+        self.buffered += len(body)
+        if self.buffered > _HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        self.keep_alive = self.keep_alive and self._parser.should_keep_alive()
+        self._wake()
+
+    # used by the client and the response
+
+    def _fail(self, error: EngineHTTPError) -> None:
+        if self.error is None and not self.complete:
+            self.error = error
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until the parser or the connection reports anything new."""
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def take(self) -> bytes:
+        """All body bytes buffered so far."""
+        chunks = self.chunks
+        data = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        self.buffered = 0
+        if self._paused and self.transport is not None and not self.closed:
+            self._paused = False
+            self.transport.resume_reading()
+        return data
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def reusable(self) -> bool:
+        return (
+            self.complete
+            and self.keep_alive
+            and self.error is None
+            and not self.closed
+            and not self.chunks
+        )
+
+
+class EngineResponse:
+    """An engine's answer: status and headers now, the body as it arrives."""
+
+    __slots__ = ("_client", "_conn", "_finished", "_origin", "status")
+
+    def __init__(self, client: "EngineClient", origin: Origin, conn: _Connection) -> None:
+        self._client = client
+        self._origin = origin
+        self._conn = conn
+        self._finished = False
+        self.status = conn.status
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {n.decode("latin-1"): v.decode("latin-1") for n, v in self._conn.raw_headers}
+
+    async def readany(self) -> bytes:
+        """The body bytes that arrived since the last call (waiting for some); b"" at the end."""
+        conn = self._conn
+        while not conn.chunks:
+            if conn.complete:
+                return b""
+            if conn.error is not None:
+                raise conn.error
+            await conn.wait()
+        return conn.take()
+
+    async def read(self) -> bytes:
+        parts = []
+        while chunk := await self.readany():
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def release(self) -> None:
+        """Done with the answer: a fully read one returns its connection to the pool."""
+        if self._finished:
+            return
+        self._finished = True
+        conn = self._conn
+        if conn.reusable():
+            self._client.put_back(self._origin, conn)
+        else:
+            conn.abort()
+
+    def close(self) -> None:
+        """Drop the connection: how an engine learns that the request was abandoned."""
+        if not self._finished:
+            self._finished = True
+            self._conn.abort()
+
+
+class EngineClient:
+    """Pooled keep-alive connections per engine origin; no cap on their number."""
+
+    def __init__(self, *, connect_timeout_s: float, keepalive_s: float = 3.0) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        # NOTE: below the engines' own keep-alive (vLLM/uvicorn: 5 s), so the gateway
+        # rarely writes to a connection the engine is closing.
+        self.keepalive_s = keepalive_s
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._bases: dict[str, tuple[Origin, str]] = {}
+        self._ssl: ssl.SSLContext | None = None
+        self._closed = False
+
+    async def post(
+        self, base_url: str, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> EngineResponse:
+        """Send the request; return once the engine's status line and headers are in.
+
+        Raises EngineHTTPError when that fails (connect, broken connection, not
+        HTTP). Cancellation (a caller's timeout) drops the connection.
+        """
+        if self._closed:
+            raise EngineConnectError("the engine client is closed")
+        origin, prefix = self._base(base_url)
+        request = self._encode(origin, prefix + path, body, headers)
+        conn = self._checkout(origin)
+        if conn is not None:
+            try:
+                return await self._exchange(origin, conn, request)
+            except EngineHTTPError:
+                if conn.got_bytes:
+                    raise
+                # The keep-alive race: the engine closed the idle connection as we wrote.
+        return await self._exchange(origin, await self._connect(origin), request)
+
+    async def _exchange(self, origin: Origin, conn: _Connection, request: bytes) -> EngineResponse:
+        conn.begin()
+        assert conn.transport is not None
+        try:
+            conn.transport.write(request)
+            while not conn.headers_done:
+                if conn.error is not None:
+                    raise conn.error
+                await conn.wait()
+        except BaseException:
+            conn.abort()
+            raise
+        return EngineResponse(self, origin, conn)
+
+    @staticmethod
+    def _encode(origin: Origin, path: str, body: bytes, headers: Mapping[str, str]) -> bytes:
+        lines = [f"POST {path} HTTP/1.1", f"host: {origin.host_header}"]
+        lines.append(f"content-length: {len(body)}")
+        for name, value in headers.items():
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                raise ValueError(f"invalid header {name!r}")
+            lines.append(f"{name}: {value}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+    def _base(self, base_url: str) -> tuple[Origin, str]:
+        base = self._bases.get(base_url)
+        if base is None:
+            try:
+                base = parse_base_url(base_url)
+            except ValueError as exc:
+                raise EngineConnectError(str(exc)) from exc
+            if len(self._bases) > 4096:
+                self._bases.clear()  # worker churn must not grow the cache without bound
+            self._bases[base_url] = base
+        return base
+
+    def _checkout(self, origin: Origin) -> _Connection | None:
+        idle = self._idle.get(origin)
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()  # the most recently used: the likeliest to be open
+            if conn.closed or now - conn.idle_since > self.keepalive_s:
+                conn.abort()
+                continue
+            conn.pooled = False
+            return conn
+        return None
+
+    def put_back(self, origin: Origin, conn: _Connection) -> None:
+        idle = self._idle.setdefault(origin, [])
+        if self._closed or len(idle) >= _MAX_IDLE_PER_ORIGIN:
+            conn.abort()
+            return
+        conn.idle_since = time.monotonic()
+        conn.pooled = True
+        idle.append(conn)
+
+    async def _connect(self, origin: Origin) -> _Connection:
+        loop = asyncio.get_running_loop()
+        tls = self._ssl_context() if origin.scheme == "https" else None
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(loop),
+                    origin.host,
+                    origin.port,
+                    ssl=tls,
+                    server_hostname=origin.host if tls is not None else None,
+                )
+        except TimeoutError as exc:
+            raise EngineConnectError(
+                f"connecting to {origin.host}:{origin.port} timed out"
+            ) from exc
+        except OSError as exc:
+            raise EngineConnectError(
+                f"cannot connect to {origin.host}:{origin.port}: {exc.strerror or exc}"
+            ) from exc
+        return conn
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        return self._ssl
+
+    async def close(self) -> None:
+        """Close the idle connections; answers in flight keep theirs until released."""
+        self._closed = True
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.abort()
+        self._idle.clear()
