@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from gateway.errors import register_error_handlers
 from gateway.metrics import GatewayMetrics
@@ -116,16 +117,27 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.control_client.aclose()
 
 
+class GatewayApp(FastAPI):
+    """FastAPI with the completion fast lane outermost.
+
+    As a middleware added by add_middleware the lane would sit inside FastAPI's
+    ServerErrorMiddleware, whose send wrapper every streamed event would pass
+    through; the lane renders its own errors, so it needs none of that layer.
+    """
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return CompletionFastLane(super().build_middleware_stack())
+
+
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
-    app = FastAPI(
+    app = GatewayApp(
         title="specroute gateway",
         description="OpenAI-compatible front door with per-segment speculation routing.",
         lifespan=_lifespan,
     )
     app.state.gateway = build_state(settings)
     register_error_handlers(app)
-    app.add_middleware(CompletionFastLane)
     app.include_router(openai.router)
     app.include_router(ops.router)
     return app

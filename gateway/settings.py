@@ -50,6 +50,16 @@ class GatewaySettings(BaseSettings):
         gt=0,
         description="Streaming: longest wait for the engine's first chunk after sending.",
     )
+    hold_stream_headers: bool = Field(
+        default=False,
+        description=(
+            "Streaming: send the status line only with the engine's first token, so a "
+            "first-token timeout is a 504 and an engine failure before it a 502. Off: "
+            "headers go out when the engine accepts the request (as the engine itself "
+            "does) and such a failure is a typed error event after a 200; the client "
+            "then reads the headers before the first token, not after it."
+        ),
+    )
     idle_timeout_s: float = Field(
         default=30.0, gt=0, description="Streaming: longest gap between two engine chunks."
     )

@@ -10,7 +10,6 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from gateway.decision.decide import Decision
 from gateway.errors import (
@@ -56,11 +55,10 @@ async def open_upstream(
     balancer: Balancer,
     decision: Decision,
     path: str,
-    payload: dict[str, Any],
+    body: bytes,
     request_id: str,
     header_timeout_s: float,
 ) -> Opened:
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     headers = {"content-type": "application/json", "x-request-id": request_id}
     last_error: GatewayError = ServiceUnavailable(
         f"No healthy worker in pool '{decision.pool.name}'", code="no_healthy_worker"

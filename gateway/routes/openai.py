@@ -17,7 +17,7 @@ from gateway.errors import (
     RequestValidationFailed,
 )
 from gateway.proxy.accounting import Accounting
-from gateway.proxy.intake import authenticate, read_json, request_id_of, validate
+from gateway.proxy.intake import authenticate, engine_body, read_json, request_id_of, validate
 from gateway.proxy.relay import relay_json, relay_stream
 from gateway.proxy.schemas import ChatCompletionBody, CompletionBody, SamplingParams
 from gateway.proxy.upstream import open_upstream
@@ -75,8 +75,8 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
     state = gateway_state(request)
     request_id = request_id_of(request)
     tenant = authenticate(request, state.store)
-    doc = await read_json(request, state.settings.max_body_bytes)
-    body = validate(schema, doc)
+    received = await read_json(request, state.settings.max_body_bytes)
+    body = validate(schema, received.doc)
     _check_model_allowed(tenant, body.model)
     snapshot = state.store.snapshot
     assert snapshot is not None  # authenticate() checked readiness
@@ -99,16 +99,12 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
     )
     try:
         await _admit(state, tenant)
-        payload = dict(doc)
-        if body.stream:
-            # Always ask for usage: tokens and speculative metrics ride on the final chunk.
-            payload["stream_options"] = {**(doc.get("stream_options") or {}), "include_usage": True}
         opened = await open_upstream(
             client=state.engine,
             balancer=state.balancer,
             decision=decision,
             path=path,
-            payload=payload,
+            body=engine_body(received, stream=body.stream),
             request_id=request_id,
             header_timeout_s=(
                 state.settings.first_token_timeout_s
@@ -133,6 +129,7 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
             started=acct.started,
             first_token_timeout_s=state.settings.first_token_timeout_s,
             idle_timeout_s=state.settings.idle_timeout_s,
+            hold_headers=state.settings.hold_stream_headers,
             headers=headers,
             finish=acct.finish,
         )

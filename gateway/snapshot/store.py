@@ -12,7 +12,7 @@ from control.contract import PolicySnapshot, TenantSpec
 class _Loaded:
     snapshot: PolicySnapshot
     etag: str | None
-    key_hashes: tuple[tuple[str, TenantSpec], ...]
+    tenants_by_key_hash: dict[str, tuple[str, TenantSpec]]
 
 
 class SnapshotStore:
@@ -44,8 +44,12 @@ class SnapshotStore:
         current = self.snapshot
         if current is not None and snapshot.version < current.version:
             return False
-        hashes = tuple((h.lower(), t) for t in snapshot.tenants for h in t.key_hashes)
-        self._loaded = _Loaded(snapshot=snapshot, etag=etag, key_hashes=hashes)
+        by_hash: dict[str, tuple[str, TenantSpec]] = {}
+        for tenant in snapshot.tenants:
+            for h in tenant.key_hashes:
+                # A hash listed twice belongs to the first tenant that lists it.
+                by_hash.setdefault(h.lower(), (h.lower(), tenant))
+        self._loaded = _Loaded(snapshot=snapshot, etag=etag, tenants_by_key_hash=by_hash)
         self._confirmed_at = time.time() if confirmed else None
         return True
 
@@ -64,12 +68,16 @@ class SnapshotStore:
         return max(0.0, now - reference)
 
     def tenant_for_key(self, api_key: str) -> TenantSpec | None:
-        """Constant-time per stored hash; every hash is compared, no early exit."""
+        """The key's tenant, looked up by the key's SHA-256; O(1) in the number of keys.
+
+        The lookup is by digest, never by the key: what its timing could reveal is
+        where a digest's hash falls, which does not help to find a key. The hit
+        is then confirmed with a constant-time compare.
+        """
         if self._loaded is None:
             return None
         presented = hashlib.sha256(api_key.encode()).hexdigest()
-        found: TenantSpec | None = None
-        for stored, tenant in self._loaded.key_hashes:
-            if hmac.compare_digest(presented, stored) and found is None:
-                found = tenant
-        return found
+        hit = self._loaded.tenants_by_key_hash.get(presented)
+        if hit is None or not hmac.compare_digest(presented, hit[0]):
+            return None
+        return hit[1]

@@ -258,7 +258,11 @@ def test_stale_snapshot_serves_from_baseline(
 
 def test_first_token_timeout_is_504(tmp_path: Path, vllm_baseline_server: RunningServer) -> None:
     snapshot = make_snapshot(spec_urls=[], baseline_urls=[vllm_baseline_server.base_url])
-    with run_gateway(tmp_path, snapshot, first_token_timeout_s=0.001) as gw:
+    # Held headers: whether 1 ms runs out before vLLM's headers or after them, it is a 504
+    # (tests/gateway/test_first_token.py covers the default, an error event after them).
+    with run_gateway(
+        tmp_path, snapshot, first_token_timeout_s=0.001, hold_stream_headers=True
+    ) as gw:
         with pytest.raises(openai.APIStatusError) as info:
             _client(gw).chat.completions.create(
                 model="tiny",

@@ -1,7 +1,9 @@
 """SSE framing, the OpenAI allow-list, and reading vLLM's per-request spec metrics."""
 
+import json
 from collections.abc import AsyncIterator
 
+from gateway.proxy.relay import RelayResult, client_frame
 from gateway.proxy.sanitize import sanitize, spec_stats, usage_of
 from gateway.proxy.sse import sse_data
 
@@ -63,3 +65,29 @@ async def test_sse_events_split_across_and_within_chunks() -> None:
     assert [e async for e in sse_data(stream)] == [b'{"a": 1}', b'{"b": 2}', b"[DONE]"]
     crlf = _chunks(b"data: x\r\n\r\ndata: y")
     assert [e async for e in sse_data(crlf)] == [b"x", b"y"]
+
+
+def test_client_frames_forward_token_chunks_as_sent_and_strip_the_usage_chunk() -> None:
+    result = RelayResult()
+    # Python engines write -Infinity for an impossible token's logprob: not JSON, still relayed.
+    token = (
+        b'{"id":"c","object":"chat.completion.chunk","created":1,"model":"tiny","choices":'
+        b'[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"logprob":-Infinity}]}}]}'
+    )
+    assert client_frame(token, keep_usage=False, result=result) == b"data: " + token + b"\n\n"
+    usage_only = json.dumps(VLLM_USAGE_CHUNK).encode()
+    assert client_frame(usage_only, keep_usage=False, result=result) is None
+    assert result.usage is not None and result.usage.completion_tokens == 12
+    assert result.spec.accepted_tokens == 11
+    kept = client_frame(usage_only, keep_usage=True, result=result)
+    assert kept is not None
+    assert set(json.loads(kept.removeprefix(b"data: "))) == {
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "usage",
+    }
+    assert client_frame(b"not json", keep_usage=True, result=result) is None
+    assert client_frame(b"[DONE]", keep_usage=True, result=result) == b"data: [DONE]\n\n"

@@ -11,11 +11,11 @@ import httpx
 import pytest
 from fastapi import FastAPI, Header, Response
 
-from control.contract import INTERNAL_PREFIX, SNAPSHOT_CHANNEL, PolicySnapshot
+from control.contract import INTERNAL_PREFIX, SNAPSHOT_CHANNEL, PolicySnapshot, TenantSpec
 from gateway.snapshot.poller import SnapshotPoller
 from gateway.snapshot.store import SnapshotStore
 from tests.fixtures.services import require_redis
-from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
+from tests.gateway.policy import TENANT_KEY, key_hash, make_snapshot, write_snapshot
 from tests.gateway.server import serve_app
 
 TOKEN = "internal-test-token"
@@ -181,3 +181,19 @@ async def test_redis_notification_flips_within_2s_p99(peer: tuple[SnapshotPeer, 
     print(f"notification flip latency p50={latencies[10]:.4f}s max={latencies[-1]:.4f}s")
     assert latencies[-1] < 2.0, latencies
     assert poller.notifications >= 20
+
+
+def test_key_lookup_finds_each_of_many_tenants_and_only_them() -> None:
+    base = make_snapshot(spec_urls=[], baseline_urls=[])
+    tenants = [
+        TenantSpec(id=i, name=f"t{i}", key_hashes=[key_hash(f"sk-{i}").upper()])
+        for i in range(1, 5001)
+    ]
+    # A hash listed by two tenants belongs to the first that lists it.
+    tenants.append(TenantSpec(id=9999, name="late", key_hashes=[key_hash("sk-7")]))
+    store = SnapshotStore()
+    store.replace(base.model_copy(update={"tenants": tenants}), etag=None, confirmed=True)
+    found = [store.tenant_for_key(f"sk-{i}") for i in (1, 7, 2500, 5000)]
+    assert [t.name if t else None for t in found] == ["t1", "t7", "t2500", "t5000"]
+    assert store.tenant_for_key("sk-5001") is None
+    assert store.tenant_for_key(key_hash("sk-1")) is None  # the hash itself is not a key
