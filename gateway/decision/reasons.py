@@ -14,3 +14,9 @@ class DecisionReason(StrEnum):
     NO_ROLLOUT = "no_rollout"
     ROLLOUT_INACTIVE = "rollout_inactive"
     NO_SEGMENT = "no_segment"
+    # Refused before any arm was chosen (key, body, model, override permission).
+    REJECTED = "rejected"
+
+
+# The decision header of a completion request refused before routing.
+NOT_ROUTED_HEADER = f"arm=none; reason={DecisionReason.REJECTED}"

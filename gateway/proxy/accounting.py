@@ -75,6 +75,10 @@ class Accounting:
             self.state.background.add(task)
             task.add_done_callback(self.state.background.discard)
 
+    def route(self, decision: Decision) -> None:
+        """The request now goes where `decision` says (set again on a fallback)."""
+        self.decision = decision
+
     async def fail(self, http_status: int) -> None:
         await self.finish(RelayResult(outcome="error", http_status=http_status))
 

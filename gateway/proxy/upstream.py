@@ -9,6 +9,7 @@ pool (reason `pool_unavailable`). Once the engine has accepted the request
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.decision.decide import Decision
@@ -58,7 +59,10 @@ async def open_upstream(
     body: bytes,
     request_id: str,
     header_timeout_s: float,
+    on_fallback: Callable[[Decision], None] | None = None,
 ) -> Opened:
+    """Open the request on the decision's pool, or on its fallback pool if that has no
+    usable worker; `on_fallback` hears of the switch before anything is sent there."""
     headers = {"content-type": "application/json", "x-request-id": request_id}
     last_error: GatewayError = ServiceUnavailable(
         f"No healthy worker in pool '{decision.pool.name}'", code="no_healthy_worker"
@@ -113,6 +117,8 @@ async def open_upstream(
             last_error = error
         last_error = _tagged(last_error, current)
         current = current.fall_back() if current.fallback is not None else None
+        if current is not None and on_fallback is not None:
+            on_fallback(current)
     raise last_error
 
 

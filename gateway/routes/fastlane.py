@@ -14,6 +14,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.decision.reasons import NOT_ROUTED_HEADER
 from gateway.errors import GatewayError, error_response, unexpected_error_response
 from gateway.routes import openai
 
@@ -46,8 +47,13 @@ class CompletionFastLane:
         request = Request(scope, receive, send)
         try:
             response = await handler(request)
-        except GatewayError as exc:
-            response = error_response(request, exc)
-        except Exception:
-            response = unexpected_error_response(request)
+        except Exception as exc:
+            # Every completion response names its decision; this one was refused
+            # (or failed) before the request path made one.
+            if getattr(request.state, "decision_header", None) is None:
+                request.state.decision_header = NOT_ROUTED_HEADER
+            if isinstance(exc, GatewayError):
+                response = error_response(request, exc)
+            else:
+                response = unexpected_error_response(request)
         await response(scope, receive, send)

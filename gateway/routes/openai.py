@@ -111,12 +111,15 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
                 if body.stream
                 else state.settings.request_timeout_s
             ),
+            on_fallback=acct.route,
         )
     except GatewayError as exc:
-        state.metrics.observe_decision(str(decision.reason), decision.arm)
+        # Accounted under the arm last tried: after a fallback, that is the other one.
+        routed = acct.decision or decision
+        state.metrics.observe_decision(str(routed.reason), routed.arm)
         await acct.fail(exc.status_code)
         raise
-    acct.decision = opened.decision
+    acct.route(opened.decision)
     request.state.decision_header = opened.decision.header()
     state.metrics.observe_decision(str(opened.decision.reason), opened.decision.arm)
     headers = {"x-request-id": request_id, "x-specroute-decision": opened.decision.header()}

@@ -12,11 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from control.contract import RolloutState
+from control.contract import Arm, RolloutState
 from gateway.routing.breaker import BreakerState
 from tests.gateway.policy import LIMITED_KEY, OVERRIDE_KEY, TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, dead_url, run_gateway
 
+NOT_ROUTED = "arm=none; reason=rejected"
 # A valid chat body up to its last field, so each case below adds one bad field.
 M = b'{"model": "tiny", "messages": [{"role": "user", "content": "x"}], '
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
@@ -69,6 +70,7 @@ def test_missing_or_wrong_key_is_401(
         "param": None,
     }
     assert resp.headers["x-request-id"]
+    assert resp.headers["x-specroute-decision"] == NOT_ROUTED
 
 
 def test_model_not_allowed_is_403_and_models_lists_only_allowed(
@@ -91,6 +93,7 @@ def test_override_header_without_permission_is_403(dead_gateway: GatewayServer) 
         headers=_auth() | {"x-specroute-speculation": "off"},
     )
     assert resp.status_code == 403 and _error(resp)["code"] == "override_not_allowed"
+    assert resp.headers["x-specroute-decision"] == NOT_ROUTED
     resp = httpx.post(
         dead_gateway.base_url + "/v1/chat/completions",
         json=CHAT,
@@ -144,6 +147,7 @@ def test_bad_bodies_are_4xx_in_openai_format(
         headers=_auth() | {"content-type": "application/json"},
     )
     assert resp.status_code == status, resp.text
+    assert resp.headers["x-specroute-decision"] == NOT_ROUTED
     err = _error(resp)
     assert err["type"] == "invalid_request_error"
     if param is not None:
@@ -163,11 +167,13 @@ def test_unknown_model_is_404(dead_gateway: GatewayServer) -> None:
         headers=_auth(),
     )
     assert resp.status_code == 404 and _error(resp)["code"] == "model_not_found"
+    assert resp.headers["x-specroute-decision"] == NOT_ROUTED
 
 
 def test_both_pools_down_is_503_with_decision_header_and_opens_breakers(
     dead_gateway: GatewayServer,
 ) -> None:
+    dead_gateway.state.aggregator.drain_all()
     for _ in range(2):
         resp = httpx.post(
             dead_gateway.base_url + "/v1/chat/completions",
@@ -179,6 +185,9 @@ def test_both_pools_down_is_503_with_decision_header_and_opens_breakers(
         assert resp.headers["x-request-id"] == "req-dead-1"
         # The spec pool was tried first, then the baseline pool as the fallback.
         assert resp.headers["x-specroute-decision"] == "arm=baseline; reason=pool_unavailable"
+    # Accounted under the arm last tried, with the reason the client was given.
+    windows = [w for b in dead_gateway.state.aggregator.drain_all() for w in b.windows]
+    assert [(w.arm, w.requests, w.errors) for w in windows] == [(Arm.BASELINE, 2, 2)]
     snapshot = dead_gateway.state.store.snapshot
     assert snapshot is not None
     for pool in snapshot.pools:
