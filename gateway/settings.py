@@ -1,5 +1,6 @@
 """Gateway settings (env prefix SPECROUTE_GATEWAY_)."""
 
+import os
 import socket
 from pathlib import Path
 
@@ -8,7 +9,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 def _default_gateway_id() -> str:
-    return f"gw-{socket.gethostname()}"
+    # NOTE: the process id too: two gateways on one host (two ports, or a restart
+    # overlapping its predecessor) must not share an id, or the control plane would
+    # store only one of two batches for the same window.
+    return f"gw-{socket.gethostname()}-{os.getpid()}"
 
 
 class GatewaySettings(BaseSettings):
@@ -26,7 +30,11 @@ class GatewaySettings(BaseSettings):
         default_factory=_default_gateway_id,
         min_length=1,
         max_length=200,
-        description="Stable id of this replica; telemetry batches are idempotent per id+window.",
+        description=(
+            "Id this gateway process reports telemetry under. Batches are idempotent per "
+            "id and window, so no two running processes may share one. "
+            "Default: gw-<hostname>-<pid>."
+        ),
     )
     snapshot_poll_seconds: float = Field(
         default=1.0, gt=0, description="Interval between ETag polls of the policy snapshot."

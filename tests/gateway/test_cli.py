@@ -53,3 +53,18 @@ def test_serve_command_answers_ready_and_models(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def test_two_gateway_processes_on_one_host_report_under_different_ids() -> None:
+    # Telemetry batches are idempotent per (gateway id, window): a shared default id
+    # would make the control plane keep one of two processes' windows.
+    env = {k: v for k, v in os.environ.items() if k != "SPECROUTE_GATEWAY_GATEWAY_ID"}
+    code = "from gateway.settings import GatewaySettings; print(GatewaySettings().gateway_id)"
+    ids = {
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(2)
+    }
+    assert len(ids) == 2
+    assert all(i.startswith("gw-") for i in ids)
