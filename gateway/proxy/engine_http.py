@@ -8,8 +8,9 @@ request is one `write` on a pooled keep-alive connection, and the answer is
 parsed by httptools (the C parser uvicorn uses) straight into a byte queue the
 relay reads.
 
-Scope is what engines speak: HTTP/1.1 over TCP or TLS; answers delimited by
-Content-Length, chunked encoding, or the connection's end. A request on a
+Scope is what engines speak: HTTP/1.1 over TCP, or TLS for https:// workers
+(verified against the default trust store; SSL_CERT_FILE adds a private CA);
+answers delimited by Content-Length, chunked encoding, or the connection's end. A request on a
 reused connection that the engine had already closed (the keep-alive race) is
 sent once more on a fresh connection, as long as no byte of an answer came.
 """
