@@ -49,7 +49,9 @@ class Server:
     closed_by_peer: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-Answer = Callable[[Request, asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
+Reader = asyncio.StreamReader
+Writer = asyncio.StreamWriter
+Answer = Callable[[Request, Reader, Writer, int], Awaitable[bool]]
 
 
 async def read_request(reader: asyncio.StreamReader) -> Request | None:
@@ -68,7 +70,7 @@ async def read_request(reader: asyncio.StreamReader) -> Request | None:
 
 
 @asynccontextmanager
-async def scripted_server(answer: Answer) -> AsyncIterator[Server]:
+async def scripted_server(answer: Answer) -> AsyncIterator[tuple[Server, EngineClient]]:
     """`answer(request, reader, writer, n)` writes a connection's n-th answer; False closes it."""
     server: Server
 
@@ -89,9 +91,11 @@ async def scripted_server(answer: Answer) -> AsyncIterator[Server]:
     tcp = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = tcp.sockets[0].getsockname()[1]
     server = Server(url=f"http://127.0.0.1:{port}")
+    client = EngineClient(connect_timeout_s=2.0)
     try:
-        yield server
+        yield server, client
     finally:
+        await client.close()
         tcp.close()
 
 
@@ -115,9 +119,7 @@ def json_answer(doc: object, status: int = 200) -> bytes:
 async def test_request_bytes_and_a_chunked_stream_arriving_in_pieces() -> None:
     events = [b'data: {"n": %d}\n\n' % i for i in range(3)]
 
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         writer.write(SSE_HEAD)
         for event in events:
             writer.write(chunked(event)[:-5])  # one chunk, no terminator yet
@@ -126,8 +128,7 @@ async def test_request_bytes_and_a_chunked_stream_arriving_in_pieces() -> None:
         writer.write(b"0\r\n\r\n")
         return True
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         response = await client.post(
             server.url + "/v1/", "/v1/chat/completions", b'{"a":1}', HEADERS
         )
@@ -137,7 +138,6 @@ async def test_request_bytes_and_a_chunked_stream_arriving_in_pieces() -> None:
         while piece := await response.readany():
             pieces.append(piece)
         response.release()
-    await client.close()
     # Each event was handed over as it arrived, not after the whole answer.
     assert pieces == events
     (request,) = server.requests
@@ -149,14 +149,11 @@ async def test_request_bytes_and_a_chunked_stream_arriving_in_pieces() -> None:
 
 
 async def test_keep_alive_reuses_one_connection_and_close_ends_it() -> None:
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         writer.write(json_answer({"n": n}))
         return True
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         for i in range(3):
             response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
             assert json.loads(await response.read()) == {"n": i}
@@ -167,15 +164,12 @@ async def test_keep_alive_reuses_one_connection_and_close_ends_it() -> None:
 
 
 async def test_an_unfinished_answer_is_not_reused_and_its_close_reaches_the_engine() -> None:
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         writer.write(SSE_HEAD + chunked(b"data: 1\n\n")[:-5])
         await writer.drain()
         return True
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
         assert await response.readany() == b"data: 1\n\n"
         response.release()  # not complete: the connection is dropped, not pooled
@@ -183,27 +177,22 @@ async def test_an_unfinished_answer_is_not_reused_and_its_close_reaches_the_engi
         response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
         response.close()
         assert server.connections == 2
-    await client.close()
 
 
 async def test_a_reused_connection_closed_without_an_answer_is_retried_on_a_fresh_one() -> None:
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         if n == 0:
             writer.write(json_answer({"ok": True}))
             return True
         return False  # the keep-alive race: the engine drops the connection, unanswered
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         for _ in range(2):
             response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
             assert json.loads(await response.read()) == {"ok": True}
             response.release()
         assert len(server.requests) == 3  # first, the dropped one, its resend
         assert server.connections == 2
-    await client.close()
 
 
 async def test_refused_connection_is_a_connect_error() -> None:
@@ -215,69 +204,53 @@ async def test_refused_connection_is_a_connect_error() -> None:
 
 
 async def test_engine_dying_mid_stream_raises_after_the_bytes_that_came() -> None:
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         writer.write(SSE_HEAD + chunked(b"data: 1\n\n")[:-5])
         await writer.drain()
         return False  # closes without the terminating chunk
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
         assert await response.readany() == b"data: 1\n\n"
         with pytest.raises(EngineDisconnected):
             await response.readany()
         response.release()
-    await client.close()
 
 
 async def test_engine_closing_before_an_answer_is_a_disconnect() -> None:
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         return False
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         with pytest.raises(EngineDisconnected):
             await client.post(server.url, "/v1/completions", b"{}", HEADERS)
         assert len(server.requests) == 1
-    await client.close()
 
 
 async def test_garbage_instead_of_http_is_a_protocol_error() -> None:
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         writer.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
         await writer.drain()
         await asyncio.sleep(1.0)
         return False
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         with pytest.raises(EngineProtocolError, match="invalid HTTP"):
             await client.post(server.url, "/v1/completions", b"{}", HEADERS)
-    await client.close()
 
 
 async def test_a_body_delimited_by_the_connection_end_is_complete() -> None:
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         writer.write(b"HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n")
         writer.write(b'{"whole": "body"}')
         await writer.drain()
         return False
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
         assert json.loads(await response.read()) == {"whole": "body"}
         response.release()
         assert not client._idle.get(next(iter(client._bases.values()))[0])  # not pooled
-    await client.close()
 
 
 async def test_a_slow_reader_pauses_the_engine_instead_of_buffering_everything() -> None:
@@ -285,9 +258,7 @@ async def test_a_slow_reader_pauses_the_engine_instead_of_buffering_everything()
     payload = bytes(range(256)) * (size // 256)
     wrote = asyncio.Event()
 
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         writer.write(
             f"HTTP/1.1 200 OK\r\ncontent-length: {len(payload)}\r\n\r\n".encode() + payload
         )
@@ -295,8 +266,7 @@ async def test_a_slow_reader_pauses_the_engine_instead_of_buffering_everything()
         await writer.drain()
         return True
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
         await wrote.wait()
         await asyncio.sleep(0.3)  # the client reads nothing meanwhile
@@ -304,27 +274,22 @@ async def test_a_slow_reader_pauses_the_engine_instead_of_buffering_everything()
         assert 0 < buffered <= _HIGH_WATER + 512 * 1024  # paused, not the whole 4 MiB
         assert await response.read() == payload
         response.release()
-    await client.close()
 
 
 async def test_a_caller_timeout_drops_the_connection() -> None:
     saw_close = asyncio.Event()
 
-    async def answer(
-        request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int
-    ) -> bool:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
         if await reader.read() == b"":  # never answers; waits for the client to go
             saw_close.set()
         return False
 
-    client = EngineClient(connect_timeout_s=2.0)
-    async with scripted_server(answer) as server:
+    async with scripted_server(answer) as (server, client):
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.2):
                 await client.post(server.url, "/v1/completions", b"{}", HEADERS)
         await asyncio.wait_for(saw_close.wait(), 2.0)
         assert len(server.requests) == 1
-    await client.close()
 
 
 async def test_header_injection_is_refused() -> None:
