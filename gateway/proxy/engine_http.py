@@ -265,6 +265,7 @@ class EngineClient:
         self._bases: dict[str, tuple[Origin, str]] = {}
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
+        self._swept_at = time.monotonic()
 
     async def post(
         self, base_url: str, path: str, body: bytes, headers: Mapping[str, str]
@@ -337,13 +338,30 @@ class EngineClient:
         return None
 
     def put_back(self, origin: Origin, conn: _Connection) -> None:
+        now = time.monotonic()
+        if now - self._swept_at > self.keepalive_s:
+            self._sweep(now)
         idle = self._idle.setdefault(origin, [])
         if self._closed or len(idle) >= _MAX_IDLE_PER_ORIGIN:
             conn.abort()
             return
-        conn.idle_since = time.monotonic()
+        conn.idle_since = now
         conn.pooled = True
         idle.append(conn)
+
+    def _sweep(self, now: float) -> None:
+        """Close expired idle connections of every origin; forget origins left with none
+        (workers that left the snapshot must not keep sockets or entries forever)."""
+        self._swept_at = now
+        for origin, idle in list(self._idle.items()):
+            keep = [c for c in idle if not c.closed and now - c.idle_since <= self.keepalive_s]
+            for conn in idle:
+                if conn not in keep:
+                    conn.abort()
+            if keep:
+                self._idle[origin] = keep
+            else:
+                del self._idle[origin]
 
     async def _connect(self, origin: Origin) -> _Connection:
         loop = asyncio.get_running_loop()

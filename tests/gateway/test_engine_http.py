@@ -358,3 +358,23 @@ async def test_https_engines_are_verified_against_the_trust_store(
         await client.close()
     finally:
         server.close()
+
+
+async def test_idle_connections_of_an_origin_no_longer_used_are_closed() -> None:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
+        writer.write(json_answer({"n": n}))
+        return True
+
+    async with scripted_server(answer) as (gone, _), scripted_server(answer) as (used, _):
+        client = EngineClient(connect_timeout_s=2.0, keepalive_s=0.2)
+        for server in (gone, used):
+            response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
+            await response.read()
+            response.release()
+        await asyncio.sleep(0.3)
+        response = await client.post(used.url, "/v1/completions", b"{}", HEADERS)
+        await response.read()
+        response.release()  # returning a connection sweeps the pool
+        await asyncio.wait_for(gone.closed_by_peer.wait(), 2.0)
+        assert [o.port for o in client._idle] == [int(used.url.rsplit(":", 1)[1])]
+        await client.close()
