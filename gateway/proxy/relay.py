@@ -96,7 +96,8 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
         # NOTE: the common case (nothing to strip) forwards the engine's own bytes:
         # re-encoding every token chunk was a measurable share of the gateway's CPU.
         return frame(payload)
-    return frame(json.dumps(sanitize(doc, keep_usage=keep_usage), ensure_ascii=False).encode())
+    # NOTE: ASCII escapes: a lone surrogate in the engine's text could not be encoded.
+    return frame(json.dumps(sanitize(doc, keep_usage=keep_usage)).encode())
 
 
 Relay = Callable[[Send, Message], Awaitable[None]]  # (send, the response-start message)

@@ -91,3 +91,13 @@ def test_client_frames_forward_token_chunks_as_sent_and_strip_the_usage_chunk() 
     }
     assert client_frame(b"not json", keep_usage=True, result=result) is None
     assert client_frame(b"[DONE]", keep_usage=True, result=result) == b"data: [DONE]\n\n"
+
+
+def test_a_chunk_that_needs_stripping_is_re_encoded_even_with_a_lone_surrogate() -> None:
+    doc = {"id": "c", "choices": [{"index": 0, "text": "\ud800 ok"}], "prompt_token_ids": [1]}
+    out = client_frame(json.dumps(doc).encode(), keep_usage=True, result=RelayResult())
+    assert out is not None
+    assert json.loads(out.removeprefix(b"data: ")) == {
+        "id": "c",
+        "choices": [{"index": 0, "text": "\ud800 ok"}],
+    }
