@@ -109,7 +109,7 @@ def _decision_line(d: DecisionEvent) -> str:
 
 
 async def _drive(
-    stack: DemoStack, duration_s: float, rate_scale: float
+    stack: DemoStack, duration_s: float, rate_scale: float, *, keep_automation: bool
 ) -> tuple[TrafficGenerator, Monitor]:
     plan = stack.provisioned
     assert plan is not None
@@ -140,6 +140,10 @@ async def _drive(
                 live.update(_live_view(gen, monitor, duration_s))
                 await asyncio.wait({traffic}, timeout=SAMPLE_S)
             await asyncio.sleep(SETTLE_S)
+            if not keep_automation:
+                # NOTE: the records below must be every decision the automation made;
+                # one landing after the last sample would have none.
+                await asyncio.to_thread(stack.stop_automation)
             await monitor.sample(gen.elapsed())
             live.update(_live_view(gen, monitor, duration_s))
         console.print()
@@ -235,7 +239,9 @@ def demo(
     reported = False
     try:
         _start(stack)
-        gen, monitor = asyncio.run(_drive(stack, duration, rate_scale))
+        gen, monitor = asyncio.run(
+            _drive(stack, duration, rate_scale, keep_automation=keep_running)
+        )
         _report(stack, gen, monitor)
         reported = True
         if keep_running:

@@ -98,6 +98,13 @@ class ProcessStack:
     def dead_children(self) -> list[Child]:
         return [c for c in self.children if not c.alive()]
 
+    def stop_named(self, names: set[str]) -> None:
+        """Stop these children now (newest first); the rest keep running."""
+        for child in reversed(self.children):
+            if child.name in names:
+                _stop_group(child.process, self.grace_s)
+                child.log_file.close()
+
     def stop(self, on_stop: Callable[[str], None] | None = None) -> None:
         """SIGTERM each group (newest first), SIGKILL after the grace period, then reap
         the descendants seen before stopping. Safe to call twice."""

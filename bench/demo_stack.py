@@ -196,6 +196,12 @@ class DemoStack:
         self._start("celery-worker", ["worker", "--pool", "solo", "--hostname", "demo@%h"])
         self._start("celery-beat", ["beat"])
 
+    def stop_automation(self) -> None:
+        """Beat first, then the worker, which finishes the task it is running (a warm
+        shutdown): after this no decision can appear that the report does not show."""
+        self.stack.stop_named({"celery-beat"})
+        self.stack.stop_named({"celery-worker"})
+
     def start_engines(self) -> None:
         assert self.provisioned is not None
         cores = sorted(os.sched_getaffinity(0))
