@@ -330,12 +330,15 @@ class EngineClient:
         now = time.monotonic()
         while idle:
             conn = idle.pop()  # the most recently used: the likeliest to be open
-            if conn.closed or now - conn.idle_since > self.keepalive_s:
+            if self._expired(conn, now):
                 conn.abort()
                 continue
             conn.pooled = False
             return conn
         return None
+
+    def _expired(self, conn: _Connection, now: float) -> bool:
+        return conn.closed or now - conn.idle_since > self.keepalive_s
 
     def put_back(self, origin: Origin, conn: _Connection) -> None:
         now = time.monotonic()
@@ -354,10 +357,12 @@ class EngineClient:
         (workers that left the snapshot must not keep sockets or entries forever)."""
         self._swept_at = now
         for origin, idle in list(self._idle.items()):
-            keep = [c for c in idle if not c.closed and now - c.idle_since <= self.keepalive_s]
+            keep = []
             for conn in idle:
-                if conn not in keep:
+                if self._expired(conn, now):
                     conn.abort()
+                else:
+                    keep.append(conn)
             if keep:
                 self._idle[origin] = keep
             else:
