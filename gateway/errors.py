@@ -112,6 +112,15 @@ class ServiceUnavailable(GatewayError):
     default_code = "unavailable"
 
 
+class ClientDisconnected(ServiceUnavailable):
+    """The client left before its answer; nobody reads this, but the request ends typed."""
+
+    default_code = "client_disconnected"
+
+    def __init__(self) -> None:
+        super().__init__("client disconnected")
+
+
 class UpstreamTimeout(GatewayError):
     status_code = 504
     error_type = "timeout_error"

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from control.contract import TenantSpec
 from gateway.errors import (
     AuthenticationFailed,
+    ClientDisconnected,
     InvalidJSONError,
     PayloadTooLargeError,
     RequestValidationFailed,
@@ -62,7 +63,7 @@ async def read_json(request: Request, max_bytes: int) -> JSONBody:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            raise ServiceUnavailable("client disconnected", code="client_disconnected")
+            raise ClientDisconnected()
         raw += message.get("body", b"")
         if len(raw) > max_bytes:
             raise PayloadTooLargeError(f"Request body exceeds {max_bytes} bytes")

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.errors import GatewayError, ServiceUnavailable, UpstreamError, UpstreamTimeout
+from gateway.errors import ClientDisconnected, GatewayError, UpstreamError, UpstreamTimeout
 from gateway.proxy.engine_http import EngineHTTPError, EngineResponse
 from gateway.proxy.sanitize import (
     NO_SPEC,
@@ -336,7 +336,7 @@ async def relay_stream(
         opened.lease.release()
         await finish(result)
         if left:
-            raise ServiceUnavailable("client disconnected", code="client_disconnected") from None
+            raise ClientDisconnected() from None
         raise (error or exc) from None
     return relay_response
 
@@ -384,7 +384,7 @@ async def relay_json(
                 raise
             opened.lease.breaker.release_trial()
             result.outcome, result.http_status = "cancelled", 499
-            raise ServiceUnavailable("client disconnected", code="client_disconnected") from None
+            raise ClientDisconnected() from None
         except TimeoutError as exc:
             opened.lease.breaker.release_trial()
             result.outcome, result.http_status = "error", 504
