@@ -197,10 +197,10 @@ class DemoStack:
         self._start("celery-beat", ["beat"])
 
     def stop_automation(self) -> None:
-        """Beat first, then the worker, which finishes the task it is running (a warm
-        shutdown): after this no decision can appear that the report does not show."""
-        self.stack.stop_named({"celery-beat"})
-        self.stack.stop_named({"celery-worker"})
+        """Beat (started last, so stopped first), then the worker, which finishes the task
+        it is running (a warm shutdown): after this no decision can appear that the
+        report does not show."""
+        self.stack.stop_named({"celery-beat", "celery-worker"})
 
     def start_engines(self) -> None:
         assert self.provisioned is not None

@@ -187,16 +187,21 @@ async def one_request(session: aiohttp.ClientSession, url: str, body: bytes) -> 
     )
 
 
+def load_session() -> aiohttp.ClientSession:
+    """The load generator's client: the bench key, no connection cap, keep-alive."""
+    headers = {"authorization": f"Bearer {API_KEY}", "content-type": "application/json"}
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, force_close=False),
+        headers=headers,
+        timeout=aiohttp.ClientTimeout(total=60.0),
+    )
+
+
 async def closed_loop(url: str, body: bytes, concurrency: int, total: int) -> list[Sample]:
     """`concurrency` workers each send requests back to back until `total` are done."""
-    headers = {"authorization": f"Bearer {API_KEY}", "content-type": "application/json"}
-    connector = aiohttp.TCPConnector(limit=0, force_close=False)
-    timeout = aiohttp.ClientTimeout(total=60.0)
     samples: list[Sample] = []
     remaining = total
-    async with aiohttp.ClientSession(
-        connector=connector, headers=headers, timeout=timeout
-    ) as session:
+    async with load_session() as session:
 
         async def worker() -> None:
             nonlocal remaining
@@ -212,10 +217,8 @@ async def interleaved(
     urls: tuple[str, str], body: bytes, total: int
 ) -> tuple[list[Sample], list[Sample]]:
     """One request at a time, alternating the two URLs (ABBA order); samples per URL."""
-    headers = {"authorization": f"Bearer {API_KEY}", "content-type": "application/json"}
-    timeout = aiohttp.ClientTimeout(total=60.0)
     out: tuple[list[Sample], list[Sample]] = ([], [])
-    async with aiohttp.ClientSession(headers=headers, timeout=timeout) as session:
+    async with load_session() as session:
         for i in range(total):
             for which in (0, 1) if i % 2 == 0 else (1, 0):
                 out[which].append(await one_request(session, urls[which], body))
