@@ -12,7 +12,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from control.contract import PolicySnapshot
+from control.contract import PolicySnapshot, TelemetryWindow
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
@@ -40,6 +40,16 @@ class GatewayServer:
     def state(self) -> GatewayState:
         state: GatewayState = self.app.state.gateway
         return state
+
+    def windows(self, requests: int = 1, timeout_s: float = 5.0) -> list[TelemetryWindow]:
+        """Drain the telemetry windows until they count `requests` requests in all."""
+        windows: list[TelemetryWindow] = []
+        deadline = time.monotonic() + timeout_s
+        while sum(w.requests for w in windows) < requests:
+            assert time.monotonic() < deadline, "the gateway never recorded the request"
+            windows += [w for b in self.state.aggregator.drain_all() for w in b.windows]
+            time.sleep(0.02)
+        return windows
 
     def set_snapshot(self, snapshot: PolicySnapshot, timeout_s: float = 5.0) -> None:
         """Write the file and wait until the gateway serves that version."""

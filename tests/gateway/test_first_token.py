@@ -20,7 +20,6 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
-from control.contract import TelemetryWindow
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway, serve_app
 
@@ -62,16 +61,6 @@ def gateway_before(engine: Engine, tmp_path: Path, **settings: Any) -> Iterator[
             yield gw
 
 
-def windows_of(gw: GatewayServer, requests: int = 1) -> list[TelemetryWindow]:
-    windows: list[TelemetryWindow] = []
-    deadline = time.monotonic() + 5.0
-    while sum(w.requests for w in windows) < requests:
-        assert time.monotonic() < deadline, "the gateway never recorded the request"
-        windows += [w for b in gw.state.aggregator.drain_all() for w in b.windows]
-        time.sleep(0.02)
-    return windows
-
-
 def stream_events(gw: GatewayServer) -> tuple[httpx.Response, list[dict[str, Any]], float]:
     started = time.monotonic()
     with httpx.stream("POST", gw.base_url + "/v1/chat/completions", json=CHAT, headers=AUTH) as r:
@@ -83,12 +72,10 @@ def stream_events(gw: GatewayServer) -> tuple[httpx.Response, list[dict[str, Any
 def test_first_token_timeout_is_an_error_event_after_the_headers(tmp_path: Path) -> None:
     with gateway_before(Engine(stall_s=5.0), tmp_path) as gw:
         resp, events, elapsed = stream_events(gw)
-        windows = windows_of(gw)
+        windows = gw.windows()
         # What the openai client makes of it: an APIError while iterating.
         client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=TENANT_KEY, max_retries=0)
-        stream = client.chat.completions.create(
-            model="tiny", messages=CHAT["messages"], stream=True
-        )
+        stream = client.chat.completions.create(model="tiny", messages=MESSAGES, stream=True)
         with pytest.raises(openai.APIError, match="No first token"):
             list(stream)
     assert resp.status_code == 200
@@ -110,7 +97,7 @@ def test_held_headers_make_the_first_token_timeout_a_504(tmp_path: Path) -> None
     engine = Engine(stall_s=5.0)
     with gateway_before(engine, tmp_path, hold_stream_headers=True) as gw:
         resp = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=AUTH)
-        windows = windows_of(gw)
+        windows = gw.windows()
         assert engine.abandoned.wait(5.0)  # the stalled engine request was dropped
     assert resp.status_code == 504
     assert resp.json()["error"]["code"] == "first_token_timeout"
@@ -122,7 +109,7 @@ def test_held_headers_make_the_first_token_timeout_a_504(tmp_path: Path) -> None
 def test_engine_ending_the_stream_without_a_token(tmp_path: Path, hold: bool) -> None:
     with gateway_before(Engine(stall_s=None), tmp_path, hold_stream_headers=hold) as gw:
         resp, events, _ = stream_events(gw)
-        windows = windows_of(gw)
+        windows = gw.windows()
     if hold:
         assert resp.status_code == 502
     else:
@@ -147,6 +134,6 @@ def test_client_leaving_before_the_first_token_abandons_the_engine_request(
         left = time.monotonic()
         assert engine.abandoned.wait(5.0)
         abandoned_after = time.monotonic() - left
-        windows = windows_of(gw)
+        windows = gw.windows()
     assert abandoned_after < 2.0
     assert [(w.requests, w.errors, w.cancellations) for w in windows] == [(1, 0, 1)]

@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from control.contract import Arm, QuotaSpec, RolloutState, TelemetryWindow
+from control.contract import Arm, QuotaSpec, RolloutState
 from gateway.decision.cohort import in_spec_cohort
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import OVERRIDE_KEY, TENANT_KEY, make_snapshot, stale
@@ -343,12 +343,7 @@ def test_client_disconnect_aborts_the_engine_request(
             if generated < max_tokens:
                 break
         # Wait until the gateway has accounted every try, then count them.
-        windows: list[TelemetryWindow] = []
-        deadline = time.monotonic() + 5.0
-        while sum(w.requests for w in windows) < _attempt + 1:
-            assert time.monotonic() < deadline, "the gateway never recorded the request"
-            windows += [w for b in gw.state.aggregator.drain_all() for w in b.windows]
-            time.sleep(0.05)
+        windows = gw.windows(requests=_attempt + 1)
     print(f"engine stopped {stopped_s:.3f}s after disconnect; {generated:.0f}/{max_tokens} made")
     assert generated < max_tokens, f"engine generated {generated} tokens: not aborted"
     # The gateway accounts the request as cancelled, not as an error or a success.
@@ -486,11 +481,7 @@ def test_idle_gap_mid_stream_ends_with_a_timeout_event(
         with _stream_completion(gw, "x", 200) as resp:
             assert resp.status_code == 200  # the first token came in time
             events = [line for line in resp.iter_lines() if line.startswith("data: ")]
-        deadline = time.monotonic() + 5.0
-        windows: list[TelemetryWindow] = []
-        while not windows and time.monotonic() < deadline:
-            windows = [w for b in gw.state.aggregator.drain_all() for w in b.windows]
-            time.sleep(0.05)
+        windows = gw.windows()
     assert json.loads(events[-1].removeprefix("data: "))["error"]["code"] == "idle_timeout"
     assert len(events) < 200
     assert [(w.requests, w.errors) for w in windows] == [(1, 1)]
