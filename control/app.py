@@ -3,6 +3,7 @@
 from fastapi import FastAPI
 
 from control.api.handlers import install_error_handlers
+from control.automation.dispatch import GuardDispatch
 from control.contract import INTERNAL_PREFIX
 from control.db import Database
 from control.observability import install_metrics
@@ -26,6 +27,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.database = database
+    app.state.guard_dispatch = GuardDispatch(settings) if settings.guard_on_telemetry else None
     install_error_handlers(app)
     app.include_router(admin_router, prefix=ADMIN_PREFIX)
     app.include_router(internal_router, prefix=INTERNAL_PREFIX)

@@ -91,6 +91,13 @@ class ControlSettings(BaseSettings):
         gt=0,
         description="Beat interval of the guards (acceptance, memory, draft, speedup).",
     )
+    guard_on_telemetry: bool = Field(
+        default=True,
+        description=(
+            "Send a rollout a guard task as soon as a telemetry batch stores its windows, "
+            "besides the beat (a regression is judged when its evidence lands)."
+        ),
+    )
     probation_interval_seconds: float = Field(
         default=30.0,
         gt=0,
@@ -101,25 +108,19 @@ class ControlSettings(BaseSettings):
         gt=0,
         description="Beat interval of the depth advice job.",
     )
-    depth_lookback_seconds: float = Field(
-        default=6 * 3600.0,
-        gt=0,
-        description="How far back depth advice sums the spec arm's telemetry windows.",
-    )
     depth_max_k: int = Field(
         default=8,
         ge=1,
         le=32,
         description="Longest speculative length depth advice considers.",
     )
-    sprt_indifference: float = Field(
-        default=0.1,
+    monitor_lookback_seconds: float = Field(
+        default=3 * 3600.0,
         gt=0,
-        lt=1,
         description=(
-            "Gap between the acceptable acceptance rate (the threshold set's minimum) and "
-            "the unacceptable one the SPRT tests against; the zone in between is where "
-            "the test takes longest."
+            "How far back the sequential monitors read a rollout's telemetry: from the "
+            "start of its exposure, but at most this long (about the false-alarm horizon "
+            "of 1,000 ten-second windows)."
         ),
     )
 

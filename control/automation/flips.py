@@ -75,7 +75,11 @@ def evidence_document(
     health: PoolHealth | None,
     task_id: str | None,
     rollout: Rollout,
+    *,
+    with_blocks: bool = True,
 ) -> dict[str, Any]:
+    """The decision row's evidence. Flips keep the block estimates the monitors consumed
+    (enough to recompute them); holds, written every evaluation, keep the summaries."""
     thresholds = rollout.threshold_set
     doc: dict[str, Any] = {
         "verdict": {
@@ -83,6 +87,7 @@ def evidence_document(
             "reason": verdict.reason,
             "code": verdict.code,
             "checks": verdict.checks,
+            "advice": verdict.advice,
         },
         "threshold_set": {
             "id": thresholds.id,
@@ -92,10 +97,11 @@ def evidence_document(
         "task_id": task_id,
         "actor": AUTOMATION_ACTOR,
         "rollout_version_read": rollout.version,
+        "inconclusive_rounds": rollout.inconclusive_rounds,
         "window_ids": evidence.window_ids if evidence is not None else [],
     }
     if evidence is not None:
-        doc["statistics"] = evidence.as_json()
+        doc["statistics"] = evidence.as_json(with_blocks=with_blocks)
     if health is not None:
         doc["spec_pool"] = {
             "workers": health.workers,
@@ -195,7 +201,7 @@ def record_hold(
     and a redelivery of the task does not count it twice."""
     if not repository.count_inconclusive_round(session, rollout.id, rollout.version):
         return Outcome(rollout.id, "lost_race", "rollout changed while evaluating")
-    document = evidence_document(verdict, evidence, None, task_id, rollout)
+    document = evidence_document(verdict, evidence, None, task_id, rollout, with_blocks=False)
     decision = Decision(
         rollout_id=rollout.id,
         kind="hold",

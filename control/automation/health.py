@@ -24,14 +24,16 @@ def spec_pool_health(
 
     unavailable_seconds = 0.0
     if not available:
-        changed_at = repository.became_unavailable_at(session, [w.id for w in workers])
+        changes = repository.last_routing_change(session, [w.id for w in workers])
         last_available = [rollout.state_entered_at]
         for w in workers:
-            if w.healthy and w.draft_loaded:
-                # Says available but stopped beating: available until its last beat.
+            action, changed_at = changes.get(w.id, ("", w.first_seen_at))
+            if (w.healthy or action == "worker.stale") and w.draft_loaded:
+                # Its beats stopped (whether or not the staleness sweep has noticed yet):
+                # the outage began after its last beat, not when the sweep ran.
                 last_available.append(w.last_heartbeat_at)
             else:
-                last_available.append(changed_at.get(w.id, w.first_seen_at))
+                last_available.append(changed_at)
         # NOTE: never longer than the rollout has been in its state: a rollout just
         # re-enabled is judged on the outage it has seen, not on an older one.
         unavailable_seconds = max((now - max(last_available)).total_seconds(), 0.0)

@@ -7,7 +7,7 @@ compare-and-set is rolled back and then audited in a fresh transaction.
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -107,23 +107,25 @@ def evaluate_canary(
     database: Database, settings: ControlSettings, rollout_id: int, task_id: str | None
 ) -> Outcome:
     def judge(session: Session, rollout: Rollout, now: datetime) -> Outcome:
+        health = spec_pool_health(session, rollout, settings, now)
         evidence = gather_evidence(
-            session, rollout, settings, since=rollout.state_entered_at, until=now
+            session, rollout, settings, until=now, spec_workers=health.healthy_workers
         )
         verdict = judge_canary(
             RolloutState(rollout.state),
             evidence,
             rollout.threshold_set,
             seconds_in_state=seconds_since(rollout.state_entered_at, now),
+            seconds_exposed=seconds_since(_exposed_since(rollout), now),
             inconclusive_rounds=rollout.inconclusive_rounds,
         )
         if verdict.action is Action.WAIT:
             return Outcome(rollout.id, verdict.action.value, verdict.reason)
         if verdict.action is Action.HOLD:
             return record_hold(session, rollout, verdict, evidence=evidence, task_id=task_id)
-        kind = f"canary_{verdict.action.value}"
+        kind = f"canary_{verdict.code or verdict.action.value}"
         return _flip_or_raise(
-            session, rollout, verdict, kind, evidence=evidence, health=None, task_id=task_id
+            session, rollout, verdict, kind, evidence=evidence, health=health, task_id=task_id
         )
 
     return _run(database, rollout_id, task_id, EVALUATED_STATES, judge)
@@ -133,17 +135,18 @@ def guard_rollout(
     database: Database, settings: ControlSettings, rollout_id: int, task_id: str | None
 ) -> Outcome:
     def judge(session: Session, rollout: Rollout, now: datetime) -> Outcome:
-        evidence = gather_evidence(
-            session, rollout, settings, since=rollout.state_entered_at, until=now
-        )
         health = spec_pool_health(session, rollout, settings, now)
+        evidence = gather_evidence(
+            session, rollout, settings, until=now, spec_workers=health.healthy_workers
+        )
         verdict = judge_guards(
+            RolloutState(rollout.state),
             evidence,
             health,
             rollout.threshold_set,
-            seconds_in_state=seconds_since(rollout.state_entered_at, now),
+            seconds_exposed=seconds_since(_exposed_since(rollout), now),
         )
-        if verdict.action is not Action.DISABLE:
+        if verdict.action not in (Action.DISABLE, Action.ROLLBACK):
             return Outcome(rollout.id, verdict.action.value, verdict.reason)
         return _flip_or_raise(
             session,
@@ -156,6 +159,10 @@ def guard_rollout(
         )
 
     return _run(database, rollout_id, task_id, EXPOSING_STATES, judge)
+
+
+def _exposed_since(rollout: Rollout) -> datetime:
+    return rollout.exposed_since or rollout.state_entered_at
 
 
 def probation_rollout(
@@ -193,20 +200,23 @@ def advise_rollout_depth(
     database: Database, settings: ControlSettings, rollout_id: int, task_id: str | None
 ) -> Outcome:
     """Best speculative length from per-position acceptance and the cost ratio implied by
-    the measured TPOT speedup; stored as a DepthRecommendation (no flip)."""
+    the load-matched speedup of this stage; stored as a DepthRecommendation (no flip)."""
 
     def judge(session: Session, rollout: Rollout, now: datetime) -> Outcome:
         if task_id is not None and repository.recommendation_for_task(session, rollout.id, task_id):
             return Outcome(rollout.id, "recommend", "already advised by this task", replayed=True)
-        since = now - timedelta(seconds=settings.depth_lookback_seconds)
-        evidence = gather_evidence(session, rollout, settings, since=since, until=now)
-        acceptance, tpot = evidence.acceptance, evidence.tpot
-        if acceptance is None or tpot is None or acceptance.mean_acceptance_length is None:
+        health = spec_pool_health(session, rollout, settings, now)
+        evidence = gather_evidence(
+            session, rollout, settings, until=now, spec_workers=health.healthy_workers
+        )
+        acceptance = evidence.acceptance
+        measured = evidence.stage.get("e2e_per_token")
+        if acceptance is None or measured is None or acceptance.mean_acceptance_length is None:
             return Outcome(rollout.id, Action.WAIT.value, "; ".join(evidence.missing))
         current_k = rollout.pair_version.num_speculative_tokens
         try:
             cost_ratio = cost_ratio_from_speedup(
-                tpot.speedup.speedup, acceptance.mean_acceptance_length, current_k
+                measured.speedup, acceptance.mean_acceptance_length, current_k
             )
             advice = advise_depth(acceptance, cost_ratio, max(settings.depth_max_k, current_k))
             current = expected_speedup(
@@ -224,7 +234,7 @@ def advise_rollout_depth(
             evidence=json_safe(
                 {
                     "advice": advice.model_dump(mode="json"),
-                    "measured_tpot_speedup": tpot.speedup.model_dump(mode="json"),
+                    "measured_speedup": measured.model_dump(mode="json"),
                     "acceptance": acceptance.model_dump(mode="json"),
                     "window_ids": evidence.spec.window_ids,
                     "threshold_set": evidence.thresholds.model_dump(mode="json"),
@@ -247,7 +257,10 @@ def advise_rollout_depth(
                 "current_k": current_k,
                 "recommended_k": advice.best_k,
             },
-            reason=f"cost ratio {cost_ratio:.3f} from a measured TPOT speedup",
+            reason=(
+                f"cost ratio {cost_ratio:.3f} from the load-matched speedup in end-to-end "
+                "time per token"
+            ),
         )
         return Outcome(
             rollout.id,

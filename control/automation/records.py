@@ -33,40 +33,67 @@ def _evidence_lines(evidence: Evidence | None, health: PoolHealth | None) -> lis
     lines: list[str] = []
     if evidence is not None:
         lines.append(
-            f"- Windows {evidence.since.isoformat()} → {evidence.until.isoformat()}: "
-            f"spec {len(evidence.spec.window_ids)} windows / {evidence.spec.requests} requests, "
-            f"baseline {len(evidence.baseline.window_ids)} windows / "
-            f"{evidence.baseline.requests} requests."
+            f"- Windows since the exposure began ({evidence.exposed_since.isoformat()}) until "
+            f"{evidence.until.isoformat()}: spec {len(evidence.spec.window_ids)} windows / "
+            f"{evidence.spec.requests} requests (mean load {_fmt(evidence.spec.mean_load, '.1f')}"
+            f"), baseline {len(evidence.baseline.window_ids)} windows / "
+            f"{evidence.baseline.requests} requests (mean load "
+            f"{_fmt(evidence.baseline.mean_load, '.1f')})."
+        )
+        b = evidence.budget
+        lines.append(
+            f"- False-alarm budget {b.false_alarm_rate:g} over {b.horizon_windows} windows, "
+            f"{b.per_family:g} per family; spent so far: "
+            + ", ".join(f"{k} {v:.2g}" for k, v in b.spent.items())
+            + "."
         )
         if evidence.acceptance is not None:
             a = evidence.acceptance
             lines.append(
-                f"- Acceptance α = {_fmt(a.alpha)} "
-                f"(CI {_fmt(a.alpha_lower)}–{_fmt(a.alpha_upper)}, {a.alpha_method}), "
-                f"mean acceptance length {_fmt(a.mean_acceptance_length)}, "
-                f"{a.drafts} drafts."
+                f"- Acceptance α = {_fmt(a.alpha)} per judged position, mean acceptance length "
+                f"{_fmt(a.mean_acceptance_length)}, {a.drafts} drafts."
             )
-        if evidence.sprt is not None:
-            s = evidence.sprt
+        m = evidence.acceptance_monitor
+        if m is not None:
             lines.append(
-                f"- SPRT {s.decision.value}: LLR {s.llr:.2f} in [{s.lower_boundary:.2f}, "
-                f"{s.upper_boundary:.2f}], {s.successes}/{s.trials} positions accepted, "
-                f"p0 = {s.acceptable_rate:.2f}, p1 = {s.unacceptable_rate:.2f}."
+                f"- Acceptance monitor {m.decision.value}: {m.requests} requests, design effect "
+                f"{m.design_effect:.2f} ({m.effective_positions:.0f} effective positions), "
+                f"H1 rate <= {m.unacceptable_rate:.2f} vs H0 >= {m.acceptable_rate:.2f}; CUSUM "
+                f"peak {m.cusum_peak:.2f} (reject at {m.reject_threshold:.2f}), cumulative LLR "
+                f"{m.cumulative_llr:.2f} (accept at {m.accept_boundary:.2f})."
             )
-        for cmp in (evidence.tpot, evidence.e2e):
-            if cmp is not None:
-                sp = cmp.speedup
-                lines.append(
-                    f"- {cmp.metric.upper()} speedup {sp.speedup:.3f} "
-                    f"({sp.confidence:.0%} CI {sp.lower:.3f}–{sp.upper:.3f}), medians "
-                    f"{sp.median_spec_ms:.2f} ms spec vs {sp.median_baseline_ms:.2f} ms "
-                    f"baseline; Mann-Whitney p = {cmp.mann_whitney.p_value:.3g}."
-                )
-        if evidence.error_rate is not None:
-            e = evidence.error_rate
+        if evidence.latency_guard is not None:
+            c = evidence.latency_guard.cusum
             lines.append(
-                f"- Error rate {e.spec_rate:.3%} spec vs {e.baseline_rate:.3%} baseline "
-                f"({e.method}, p = {e.p_value:.3g})."
+                f"- Latency monitor (end-to-end time per token, matched load, margin "
+                f"{evidence.latency_guard.margin:.0%}): CUSUM peak {c.peak:.2f}, threshold "
+                f"{c.threshold:.2f}, {c.blocks} blocks."
+            )
+        if evidence.error_guard is not None:
+            e = evidence.error_guard
+            lines.append(
+                f"- Error monitor: spec {_fmt(e.spec_rate, '.3%')} vs baseline "
+                f"{_fmt(e.baseline_rate, '.3%')}, margin {e.margin:.2%}; CUSUM peak "
+                f"{e.cusum.peak:.2f}, threshold {e.cusum.threshold:.2f}."
+            )
+        for cmp in evidence.stage.values():
+            lines.append(
+                f"- This stage, {cmp.metric} at matched load: speedup {cmp.speedup:.3f} "
+                f"(always-valid interval {cmp.lower:.3f}–{cmp.upper:.3f}), "
+                f"{cmp.spec_requests} spec / {cmp.baseline_requests} baseline requests."
+            )
+        ns = evidence.next_stage
+        if ns is not None:
+            at_next = (
+                f"speedup {ns.speedup.speedup:.3f} (lower bound {ns.speedup.lower:.3f}) over "
+                f"{ns.speedup.spec_requests} spec requests"
+                if ns.speedup is not None
+                else "no matched evidence"
+            )
+            lines.append(
+                f"- Next stage {ns.share_next:g} %: projected {ns.spec_load_next:.1f} requests "
+                f"per spec worker ({ns.spec_workers} workers, {ns.segment_rate_per_s:.1f} req/s "
+                f"in the segment); at load >= {ns.load_floor}: {at_next}."
             )
         lines.extend(f"- Missing: {m}." for m in evidence.missing)
     if health is not None:
@@ -100,15 +127,16 @@ def render_record(
             f"{r.pair_version_id}); baseline pool {r.baseline_pool_id} stays as the fallback."
         )
         reversal = (
-            "Guards keep watching: the rollout is disabled automatically on sustained low "
-            "acceptance (SPRT reject), memory pressure, an unavailable draft, or a TPOT "
-            "speedup whose CI upper bound drops below 1."
+            f"Guards keep watching against a {t.holdout_percentage:g} % baseline holdout: the "
+            "rollout is disabled automatically on low acceptance, a latency or error "
+            "regression beyond its margin, memory pressure, a saturating pool or an "
+            "unavailable draft."
         )
         risks = [
             "- Traffic mix shifts after full exposure (new prompts, longer outputs) can move "
             "acceptance; the guards re-test it continuously.",
-            "- The baseline arm shrinks to nothing at full, so later latency comparisons "
-            "rely on the last stage's baseline.",
+            "- The holdout is small, so latency comparisons after full are matched only at "
+            "the loads the holdout meets.",
         ]
     else:
         alternatives = [
@@ -156,13 +184,16 @@ def render_record(
         "",
         "## Assumptions",
         "",
-        "- Requests are independent; acceptance per judged draft position is a Bernoulli "
-        "trial (positive correlation within a request widens the real variance).",
+        "- Requests are independent; draft positions within a request are not (the "
+        "acceptance statistics divide by the measured design effect).",
         "- Spec and baseline arms see the same request mix (sticky hash cohorts of one "
-        "segment), so their latency histograms are comparable.",
-        f"- Thresholds: min acceptance {t.min_acceptance_rate:g}, min speedup "
-        f"{t.min_speedup:g}, min samples {t.min_samples}, max KV usage "
-        f"{t.max_kv_cache_usage:g}, SPRT α {t.sprt_alpha:g} / β {t.sprt_beta:g}.",
+        "segment; requests forced to an arm are not evidence), and latency is compared "
+        "only within the same load bucket.",
+        f"- Thresholds: min acceptance {t.min_acceptance_rate:g} (+{t.acceptance_indifference:g} "
+        f"indifference), min speedup {t.min_speedup:g}, latency margin {t.latency_margin:g}, "
+        f"error margin {t.error_rate_margin:g}, false-alarm rate {t.false_alarm_rate:g} over "
+        f"{t.false_alarm_horizon_windows} windows, holdout {t.holdout_percentage:g} %, max KV "
+        f"usage {t.max_kv_cache_usage:g}.",
         "",
         "## Selected policy",
         "",

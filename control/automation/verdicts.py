@@ -2,17 +2,31 @@
 
 No database and no clock here, so every rule is tested directly with numbers.
 
-Hysteresis, so a rollout does not flap between on and off:
-- acceptance: a guard disables only when the SPRT *rejects* (evidence that the
-  rate is at or below the unacceptable rate), while promotion, also out of
-  probation, needs the SPRT to *accept* (evidence of the acceptable rate);
-- memory: a guard disables after N consecutive high-KV heartbeats, while
-  probation re-enables only when no worker has a single high beat left;
-- dwell: statistical guards wait `guard_dwell_seconds` in a state before they
-  judge, promotion waits `stage_dwell_seconds`, and a disabled rollout waits
-  `cooldown_seconds × 2^(disable_count-1)` before probation.
+Who may flip, and on what:
+- The statistical monitors (acceptance SPRT-CUSUM, load-matched latency CUSUM,
+  error-rate CUSUM; see `evidence.py`) are valid under repeated looks and share
+  one false-alarm budget, so the guard tick (15 s) and the evaluation (60 s)
+  read the *same* monitors and reach the same verdict: a failure rolls back a
+  canary or ramping rollout and disables a full or probation one (which
+  probation may later re-test).
+- Operational guards (memory pressure, draft unavailable, a saturating spec
+  pool) disable at once: their own counters already require persistence.
+- Promotion needs every check: acceptance accepted, mean acceptance length,
+  the speedup's always-valid lower bound at the *next* stage's load above
+  `min_speedup`, TTFT and p95 within their margins, no error regression.
+
+Hysteresis, so a rollout does not flap:
+- acceptance: disable on evidence of a rate at or below the minimum, promote
+  (also out of probation) only on evidence of a rate at or above the minimum
+  plus the indifference zone;
+- memory: disable after N consecutive high-KV heartbeats, re-enable only when no
+  worker has a single high beat left;
+- dwell: the monitors start judging `guard_dwell_seconds` after the exposure
+  began, promotion waits `stage_dwell_seconds` in a stage, and a disabled
+  rollout waits `cooldown_seconds × 2^(disable_count-1)` before probation.
 """
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -35,9 +49,17 @@ class Action(StrEnum):
 class GuardReason(StrEnum):
     MEMORY_PRESSURE = "memory_pressure"
     DRAFT_UNAVAILABLE = "draft_unavailable"
+    POOL_SATURATED = "pool_saturated"
     LOW_ACCEPTANCE = "low_acceptance"
-    SLOWER_THAN_BASELINE = "slower_than_baseline"
-    CANARY_FAILED = "canary_failed"
+    LATENCY_REGRESSION = "latency_regression"
+    ERROR_REGRESSION = "error_regression"
+
+
+class HoldReason(StrEnum):
+    INCONCLUSIVE = "inconclusive"
+    NO_EVIDENCE_AT_NEXT_LOAD = "no_evidence_at_next_load"
+    NO_BENEFIT = "no_benefit"  # conclusively not faster enough at the current load
+    SETTLED = "settled"  # pays at this stage's load, conclusively not at the next one's
 
 
 @dataclass(frozen=True)
@@ -46,6 +68,7 @@ class Verdict:
     reason: str
     code: str | None = None
     checks: dict[str, bool] = field(default_factory=dict)
+    advice: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,50 +94,99 @@ class PoolHealth:
         return self.high_beat_workers == 0
 
 
-def _enough_samples(evidence: Evidence, thresholds: ThresholdSet) -> bool:
-    return (
-        evidence.spec.requests >= thresholds.min_samples
-        and evidence.baseline.requests >= thresholds.min_samples
-    )
+def fmt_vs(value: float, bound: float, digits: int = 3) -> tuple[str, str]:
+    """Both numbers with as many decimals as it takes to tell them apart, so a record never
+    says "1.000 < 1" for 0.99958."""
+    while digits < 12 and format(value, f".{digits}f") == format(bound, f".{digits}f"):
+        digits += 1
+    return format(value, f".{digits}f"), format(bound, f".{digits}f")
 
 
-def canary_failures(evidence: Evidence, thresholds: ThresholdSet) -> list[str]:
-    """Evidence that the spec arm is worse; each failure needs its own minimum sample."""
-    failures: list[str] = []
-    if evidence.sprt is not None and evidence.sprt.decision is SprtDecision.REJECT:
+def monitor_failures(evidence: Evidence) -> list[tuple[GuardReason, str]]:
+    """What the sequential monitors found; each has already spent its share of the budget."""
+    failures: list[tuple[GuardReason, str]] = []
+    monitor = evidence.acceptance_monitor
+    if monitor is not None and monitor.decision is SprtDecision.REJECT:
         failures.append(
-            f"acceptance {evidence.sprt.observed_rate:.3f} over {evidence.sprt.trials} judged "
-            f"positions: SPRT rejects rate >= {evidence.sprt.acceptable_rate:.2f}"
-        )
-    if not _enough_samples(evidence, thresholds):
-        return failures
-    if evidence.tpot is not None:
-        if evidence.tpot.regression:
-            failures.append(
-                f"TPOT regression: spec slower (Mann-Whitney p = "
-                f"{evidence.tpot.mann_whitney.p_value:.2g})"
+            (
+                GuardReason.LOW_ACCEPTANCE,
+                f"acceptance {monitor.observed_rate or 0:.3f} over {monitor.requests} requests "
+                f"(design effect {monitor.design_effect:.1f}): the CUSUM of the SPRT for rate <= "
+                f"{monitor.unacceptable_rate:.2f} vs >= {monitor.acceptable_rate:.2f} reached "
+                f"{monitor.cusum_peak:.1f} >= {monitor.reject_threshold:.1f}",
             )
-        elif evidence.tpot.speedup.upper < 1.0:
-            failures.append(f"TPOT speedup CI upper bound {evidence.tpot.speedup.upper:.3f} < 1")
-    if evidence.error_rate is not None and evidence.error_rate.worse:
+        )
+    latency = evidence.latency_guard
+    if latency is not None and latency.cusum.alarm:
+        c = latency.cusum
         failures.append(
-            f"error rate {evidence.error_rate.spec_rate:.3%} vs baseline "
-            f"{evidence.error_rate.baseline_rate:.3%} (p = {evidence.error_rate.p_value:.2g})"
+            (
+                GuardReason.LATENCY_REGRESSION,
+                f"spec arm slower than baseline at matched load by more than "
+                f"{latency.margin:.0%} in end-to-end time per token: CUSUM {c.peak:.1f} >= "
+                f"{c.threshold:.1f} (last block: {_pct_slower(c.last_estimate)})",
+            )
+        )
+    errors = evidence.error_guard
+    if errors is not None and errors.cusum.alarm:
+        failures.append(
+            (
+                GuardReason.ERROR_REGRESSION,
+                f"error rate {errors.spec_rate or 0:.2%} spec vs {errors.baseline_rate or 0:.2%} "
+                f"baseline, worse by more than the margin {errors.margin:.2%}: CUSUM "
+                f"{errors.cusum.peak:.1f} >= {errors.cusum.threshold:.1f}",
+            )
         )
     return failures
 
 
+def _pct_slower(log_difference: float | None) -> str:
+    if log_difference is None:
+        return "n/a"
+    return f"{math.expm1(log_difference):+.1%} spec vs baseline"
+
+
+def failure_action(state: RolloutState) -> Action:
+    """Canary and ramping roll back (an admin restarts them); full and probation disable,
+    so probation can re-test once the cause has cleared."""
+    if state in (RolloutState.CANARY, RolloutState.RAMPING):
+        return Action.ROLLBACK
+    return Action.DISABLE
+
+
+def _monitor_verdict(
+    state: RolloutState, evidence: Evidence, thresholds: ThresholdSet, seconds_exposed: float
+) -> Verdict | None:
+    if seconds_exposed < thresholds.guard_dwell_seconds:
+        return None
+    failures = monitor_failures(evidence)
+    if not failures:
+        return None
+    code, _ = failures[0]
+    return Verdict(failure_action(state), "; ".join(msg for _, msg in failures), code)
+
+
 def promotion_checks(evidence: Evidence, thresholds: ThresholdSet) -> dict[str, bool]:
-    acceptance = evidence.acceptance
+    acceptance, monitor = evidence.acceptance, evidence.acceptance_monitor
+    next_stage = evidence.next_stage
+    errors = evidence.error_guard
     return {
-        "min_samples": _enough_samples(evidence, thresholds),
-        "sprt_accepts": evidence.sprt is not None and evidence.sprt.decision is SprtDecision.ACCEPT,
+        "acceptance_accepted": monitor is not None and monitor.decision is SprtDecision.ACCEPT,
         "mean_acceptance_length": acceptance is not None
         and acceptance.mean_acceptance_length is not None
         and acceptance.mean_acceptance_length >= thresholds.min_mean_acceptance_length,
-        "speedup_ci": evidence.tpot is not None
-        and evidence.tpot.speedup.lower >= thresholds.min_speedup,
-        "error_rate": evidence.error_rate is not None and not evidence.error_rate.worse,
+        "speedup_at_next_load": next_stage is not None
+        and next_stage.advice is None
+        and next_stage.speedup is not None
+        and next_stage.speedup.lower >= thresholds.min_speedup,
+        "ttft_within_margin": evidence.ttft_ratio is not None
+        and evidence.ttft_ratio <= 1 + thresholds.ttft_margin,
+        "p95_within_margin": evidence.p95_ratio is not None
+        and evidence.p95_ratio <= 1 + thresholds.latency_margin,
+        # NOTE: "no evidence of an error regression beyond the margin", not a point
+        # estimate: at a 1 % canary a few hundred requests put the spec arm's error rate a
+        # point above or below the baseline's by chance, and the monitor keeps watching.
+        "error_rate_within_margin": errors is not None and not errors.cusum.alarm,
     }
 
 
@@ -124,16 +196,15 @@ def judge_canary(
     thresholds: ThresholdSet,
     *,
     seconds_in_state: float,
+    seconds_exposed: float,
     inconclusive_rounds: int,
 ) -> Verdict:
-    """Canary/ramping/probation: roll back (probation: disable) on failure, promote when
-    every check passes after the stage dwell, else hold; pause after too many holds."""
-    failures = canary_failures(evidence, thresholds)
-    if failures:
-        # Failing fast needs no dwell: the evidence already meets its own minimum.
-        if state is RolloutState.PROBATION:
-            return Verdict(Action.DISABLE, "; ".join(failures), GuardReason.CANARY_FAILED)
-        return Verdict(Action.ROLLBACK, "; ".join(failures), GuardReason.CANARY_FAILED)
+    """Canary/ramping/probation: roll back (probation: disable) on a monitor's failure,
+    promote when every check passes after the stage dwell, else hold; pause when the
+    evidence says speculation does not pay here, or after too many inconclusive holds."""
+    failed = _monitor_verdict(state, evidence, thresholds, seconds_exposed)
+    if failed is not None:
+        return failed
     if seconds_in_state < thresholds.stage_dwell_seconds:
         return Verdict(
             Action.WAIT,
@@ -141,28 +212,75 @@ def judge_canary(
         )
     checks = promotion_checks(evidence, thresholds)
     if all(checks.values()):
-        return Verdict(Action.PROMOTE, "acceptance, speedup and error rate pass", checks=checks)
+        ns = evidence.next_stage
+        assert ns is not None and ns.speedup is not None
+        return Verdict(
+            Action.PROMOTE,
+            f"acceptance, latency and errors pass; speedup {ns.speedup.speedup:.3f} (always-valid "
+            f"lower bound {ns.speedup.lower:.3f} >= {thresholds.min_speedup:g}) at the load of "
+            f"{ns.share_next:g} % (about {ns.spec_load_next:.1f} requests per spec worker)",
+            checks=checks,
+        )
+    return _not_promoted(evidence, thresholds, checks, inconclusive_rounds)
+
+
+def _not_promoted(
+    evidence: Evidence,
+    thresholds: ThresholdSet,
+    checks: dict[str, bool],
+    inconclusive_rounds: int,
+) -> Verdict:
     failed = ", ".join(name for name, ok in checks.items() if not ok)
+    here = evidence.stage.get("e2e_per_token")
+    ns = evidence.next_stage
+    if here is not None and here.upper < thresholds.min_speedup:
+        upper, bound = fmt_vs(here.upper, thresholds.min_speedup)
+        return Verdict(
+            Action.PAUSE,
+            f"no benefit at this stage's load: speedup {here.speedup:.3f}, always-valid upper "
+            f"bound {upper} < min_speedup {bound}",
+            HoldReason.NO_BENEFIT,
+            checks,
+        )
+    if (
+        ns is not None
+        and ns.speedup is not None
+        and ns.speedup.upper < thresholds.min_speedup
+        and here is not None
+        and here.lower >= thresholds.min_speedup
+    ):
+        upper, bound = fmt_vs(ns.speedup.upper, thresholds.min_speedup)
+        return Verdict(
+            Action.WAIT,
+            f"settled at {ns.share_now:g} %: speculation pays at this load (speedup lower bound "
+            f"{here.lower:.3f}) but not at the next stage's ({ns.spec_load_next:.1f} requests "
+            f"per worker: upper bound {upper} < {bound})",
+            HoldReason.SETTLED,
+            checks,
+        )
+    advice = ns.advice if ns is not None else None
+    code = HoldReason.NO_EVIDENCE_AT_NEXT_LOAD if advice else HoldReason.INCONCLUSIVE
+    reason = f"{advice}" if advice else f"inconclusive (not yet: {failed})"
     if inconclusive_rounds + 1 >= thresholds.max_inconclusive_rounds:
         return Verdict(
             Action.PAUSE,
-            f"inconclusive for {inconclusive_rounds + 1} rounds (not yet: {failed})",
-            "inconclusive",
+            f"inconclusive for {inconclusive_rounds + 1} rounds: {reason}",
+            code,
             checks,
+            advice,
         )
-    return Verdict(Action.HOLD, f"inconclusive (not yet: {failed})", "inconclusive", checks)
+    return Verdict(Action.HOLD, reason, code, checks, advice)
 
 
 def judge_guards(
+    state: RolloutState,
     evidence: Evidence,
     health: PoolHealth,
     thresholds: ThresholdSet,
     *,
-    seconds_in_state: float,
+    seconds_exposed: float,
 ) -> Verdict:
-    """The first tripped guard disables; operational guards (memory, draft) act at once
-    because their own counters already require persistence, statistical ones after
-    the guard dwell."""
+    """Operational guards first (they disable at once), then the statistical monitors."""
     if health.under_memory_pressure:
         return Verdict(
             Action.DISABLE,
@@ -180,27 +298,17 @@ def judge_guards(
             f"{health.unavailable_seconds:.0f} s (limit {thresholds.draft_unavailable_seconds} s)",
             GuardReason.DRAFT_UNAVAILABLE,
         )
-    if seconds_in_state < thresholds.guard_dwell_seconds:
-        return Verdict(Action.WAIT, "guard dwell")
-    sprt = evidence.sprt
-    if sprt is not None and sprt.decision is SprtDecision.REJECT:
+    if evidence.saturation.saturated:
+        waiting = ", ".join(f"{w:.1f}" for w in evidence.saturation.recent_waiting)
         return Verdict(
             Action.DISABLE,
-            f"sustained low acceptance: {sprt.observed_rate:.3f} over {sprt.trials} judged "
-            f"positions, SPRT rejects rate >= {sprt.acceptable_rate:.2f}",
-            GuardReason.LOW_ACCEPTANCE,
+            f"spec pool saturating: requests waiting in the engine at dispatch grew every "
+            f"window ({waiting})",
+            GuardReason.POOL_SATURATED,
         )
-    if (
-        evidence.tpot is not None
-        and _enough_samples(evidence, thresholds)
-        and evidence.tpot.speedup.upper < 1.0
-    ):
-        return Verdict(
-            Action.DISABLE,
-            f"TPOT speedup {evidence.tpot.speedup.speedup:.3f}, CI upper bound "
-            f"{evidence.tpot.speedup.upper:.3f} < 1",
-            GuardReason.SLOWER_THAN_BASELINE,
-        )
+    failed = _monitor_verdict(state, evidence, thresholds, seconds_exposed)
+    if failed is not None:
+        return failed
     return Verdict(Action.WAIT, "no guard tripped")
 
 

@@ -24,10 +24,16 @@ from control.contract.snapshot import (
 )
 from control.contract.telemetry import (
     LATENCY_BUCKETS_MS,
+    LOAD_BUCKET_EDGES,
     LatencyHistogram,
+    LoadSlice,
+    LoadTotals,
+    RequestAcceptance,
     TelemetryAck,
     TelemetryBatch,
     TelemetryWindow,
+    load_bucket,
+    log_ms,
 )
 
 INTERNAL_PREFIX = "/internal/v1"
@@ -37,12 +43,15 @@ __all__ = [
     "EXPOSING_STATES",
     "INTERNAL_PREFIX",
     "LATENCY_BUCKETS_MS",
+    "LOAD_BUCKET_EDGES",
     "SNAPSHOT_CHANNEL",
     "Arm",
     "ErrorBody",
     "ErrorDetail",
     "HeartbeatAck",
     "LatencyHistogram",
+    "LoadSlice",
+    "LoadTotals",
     "PairCapabilities",
     "PairVersionSpec",
     "PolicySnapshot",
@@ -50,6 +59,7 @@ __all__ = [
     "PoolSpec",
     "QuotaSpec",
     "QuotaWeights",
+    "RequestAcceptance",
     "RequestFeatures",
     "RolloutSpec",
     "RolloutState",
@@ -63,4 +73,6 @@ __all__ = [
     "TenantSpec",
     "WorkerHeartbeat",
     "WorkerSpec",
+    "load_bucket",
+    "log_ms",
 ]

@@ -92,6 +92,12 @@ class RolloutSpec(BaseModel):
     baseline_pool_id: int
     state: RolloutState
     percentage: float = Field(ge=0.0, le=100.0, description="Share of cohorts on the spec arm.")
+    holdout_percentage: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=100.0,
+        description="At full: the share of cohorts kept on the baseline arm (reason holdout).",
+    )
     cohort_salt: str
     version: int
 

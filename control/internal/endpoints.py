@@ -2,10 +2,11 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, BackgroundTasks, Depends, Header, Request, Response
 
 from control.api.deps import SessionDep, SettingsDep
 from control.api.errors import error_responses
+from control.automation.dispatch import GuardDispatch
 from control.contract import (
     HeartbeatAck,
     PolicySnapshot,
@@ -73,9 +74,18 @@ def get_snapshot(
 
 
 @router.post("/telemetry", response_model=TelemetryAck, responses=error_responses())
-def post_telemetry(batch: TelemetryBatch, session: SessionDep) -> TelemetryAck:
+def post_telemetry(
+    batch: TelemetryBatch, session: SessionDep, request: Request, background: BackgroundTasks
+) -> TelemetryAck:
     check_batch(batch)
-    return ingest_batch(session, batch)
+    ack = ingest_batch(session, batch)
+    dispatch: GuardDispatch | None = getattr(request.app.state, "guard_dispatch", None)
+    rollouts = {w.rollout_id for w in batch.windows if w.rollout_id is not None}
+    if ack.stored and rollouts and dispatch is not None:
+        # NOTE: background tasks run after the session dependency committed, so the
+        # guard reads the windows that justify it.
+        background.add_task(dispatch.send, rollouts)
+    return ack
 
 
 @router.post(

@@ -7,6 +7,8 @@ from sqlalchemy import JSON, DateTime, MetaData, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase
 
+from control import clock
+
 # NOTE: a naming convention makes constraint names identical on SQLite and
 # PostgreSQL, which batch-mode migrations and autogenerate comparisons need.
 NAMING_CONVENTION = {
@@ -38,7 +40,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    return clock.now()
 
 
 JSONType = JSON().with_variant(JSON(), "postgresql")

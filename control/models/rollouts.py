@@ -23,7 +23,10 @@ class Rollout(Base):
     pair_version_id: Mapped[int] = mapped_column(
         ForeignKey("pair_versions.id", ondelete="RESTRICT"), index=True
     )
-    spec_pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="RESTRICT"))
+    # Indexed: every heartbeat looks up the rollouts its pool serves as the spec arm.
+    spec_pool_id: Mapped[int] = mapped_column(
+        ForeignKey("pools.id", ondelete="RESTRICT"), index=True
+    )
     baseline_pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="RESTRICT"))
     threshold_set_id: Mapped[int] = mapped_column(
         ForeignKey("threshold_sets.id", ondelete="RESTRICT")
@@ -38,6 +41,9 @@ class Rollout(Base):
     version: Mapped[int] = mapped_column(default=1)
     # Automation bookkeeping (hysteresis, dwell, probation back-off).
     state_entered_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # When the current exposure began (entering an exposing state from one that is
+    # not): the sequential monitors read the evidence since then.
+    exposed_since: Mapped[datetime | None] = mapped_column(default=None)
     inconclusive_rounds: Mapped[int] = mapped_column(default=0)
     disable_count: Mapped[int] = mapped_column(default=0)
     disabled_reason: Mapped[str | None] = mapped_column(String(100))

@@ -48,8 +48,11 @@ class TelemetryWindowRow(Base):
     drafted_tokens: Mapped[int] = mapped_column(default=0)
     accepted_tokens: Mapped[int] = mapped_column(default=0)
     accepted_per_position: Mapped[list[int]] = mapped_column(JSON, default=list)
-    # {"ttft": {"counts": [...], "sum_ms": x}, "tpot": ..., "e2e": ...}
+    # {"ttft": {"counts": [...], "sum_ms": x, ...}, "tpot": ..., "e2e": ...,
+    #  "e2e_per_token": ..., "by_load": [{"load_bucket": i, ...}, ...]}
     histograms: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # {"load": LoadTotals, "request_acceptance": RequestAcceptance}
+    moments: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -27,7 +27,16 @@ class ThresholdSet(Base):
     memory_pressure_beats: Mapped[int] = mapped_column(default=3)
     draft_unavailable_seconds: Mapped[int] = mapped_column(default=60)
     max_inconclusive_rounds: Mapped[int] = mapped_column(default=5)
-    error_rate_alpha: Mapped[float] = mapped_column(Float, default=0.01)
-    sprt_alpha: Mapped[float] = mapped_column(Float, default=0.05)
     sprt_beta: Mapped[float] = mapped_column(Float, default=0.05)
+    # One family-wise false-alarm budget for every test that can flip a rollout,
+    # over a horizon of telemetry windows (see control/stats/sequential.py).
+    false_alarm_rate: Mapped[float] = mapped_column(Float, default=0.01)
+    false_alarm_horizon_windows: Mapped[int] = mapped_column(default=1000)
+    acceptance_indifference: Mapped[float] = mapped_column(Float, default=0.1)
+    latency_margin: Mapped[float] = mapped_column(Float, default=0.1)
+    ttft_margin: Mapped[float] = mapped_column(Float, default=0.25)
+    error_rate_margin: Mapped[float] = mapped_column(Float, default=0.01)
+    error_rate_relative_margin: Mapped[float] = mapped_column(Float, default=0.5)
+    holdout_percentage: Mapped[float] = mapped_column(Float, default=5.0)
+    min_block_requests: Mapped[int] = mapped_column(default=10)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
-from control.contract import RolloutState
+from control.contract import EXPOSING_STATES, RolloutState
 from control.decisions.record import needs_record, render_record
 from control.errors import Conflict, InvalidRequest, NotFound, stale_version
 from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
@@ -183,6 +183,10 @@ def transition_rollout(
         "state_entered_at": utcnow(),
         "inconclusive_rounds": 0,
     }
+    exposing_now = step.to_state in EXPOSING_STATES
+    if exposing_now and step.from_state not in EXPOSING_STATES:
+        # A new exposure: the sequential monitors start over from here.
+        values["exposed_since"] = values["state_entered_at"]
     if action is RolloutAction.DISABLE:
         values["disable_count"] = Rollout.disable_count + 1
         values["disabled_reason"] = (kind or reason or "manual")[:100]

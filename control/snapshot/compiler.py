@@ -90,6 +90,11 @@ def rollout_spec(rollout: Rollout) -> RolloutSpec:
         baseline_pool_id=rollout.baseline_pool_id,
         state=RolloutState(rollout.state),
         percentage=rollout.percentage,
+        holdout_percentage=(
+            rollout.threshold_set.holdout_percentage
+            if rollout.state == RolloutState.FULL.value
+            else 0.0
+        ),
         cohort_salt=rollout.cohort_salt,
         version=rollout.version,
     )

@@ -22,7 +22,9 @@ def load_segments(session: Session) -> Sequence[Segment]:
 
 
 def load_rollouts(session: Session) -> Sequence[Rollout]:
-    return session.scalars(select(Rollout).order_by(Rollout.id)).all()
+    return session.scalars(
+        select(Rollout).options(selectinload(Rollout.threshold_set)).order_by(Rollout.id)
+    ).all()
 
 
 def load_pools(session: Session) -> Sequence[Pool]:

@@ -13,11 +13,12 @@ version, and the cache would then serve it until the next bump.
 
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from control.contract import QuotaWeights
+from control.models import utcnow
 from control.settings import ControlSettings
 from control.snapshot.compiler import compile_snapshot
 from control.snapshot.repository import read_version_stamp
@@ -65,11 +66,11 @@ class SnapshotService:
         self, session: Session, *, now: datetime | None = None
     ) -> tuple[int, datetime | None]:
         """Version and bump time after sweeping stale workers (which may bump it)."""
-        sweep_stale_workers(session, stale_after=self.stale_after, now=now or datetime.now(UTC))
+        sweep_stale_workers(session, stale_after=self.stale_after, now=now or utcnow())
         return read_version_stamp(session)
 
     def current(self, session: Session, *, now: datetime | None = None) -> CompiledSnapshot:
-        now = now or datetime.now(UTC)
+        now = now or utcnow()
         return self.compiled_for(session, self.current_stamp(session, now=now), now=now)
 
     def compiled_for(
@@ -88,7 +89,7 @@ class SnapshotService:
         snapshot = compile_snapshot(
             session,
             version=version,
-            now=now or datetime.now(UTC),
+            now=now or utcnow(),
             ttl_seconds=self.ttl_seconds,
             stale_after=self.stale_after,
             quota_weights=self.quota_weights,

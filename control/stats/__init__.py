@@ -7,10 +7,12 @@ numbers a decision row stores as evidence (`.model_dump(mode="json")`).
 - `windows`: add telemetry windows of one arm together.
 - `acceptance`: per-position acceptance, pooled alpha, tokens per pass, speedup.
 - `sprt`: Wald's sequential test of acceptable vs unacceptable acceptance.
-- `latency`: Mann-Whitney U with ties on histograms, median-ratio speedup CI.
-- `proportions`: one-sided error-rate comparison (z-test or Fisher exact).
+- `latency`: quantiles of latency histograms.
 - `depth`: the speculative length with the best expected speedup.
-- `arms`: every statistic for one spec-vs-baseline comparison, as one evidence bundle.
+- `sequential`: CUSUM and confidence sequences, valid under repeated looks.
+- `panel`: one arm's windows as arrays over time slots (load buckets, log moments).
+- `matched`: load-matched latency and error blocks, matched quantiles, load projection.
+- `acceptance_monitor`: the SPRT with the request as unit (design effect) and a CUSUM.
 """
 
 from control.stats.acceptance import (
@@ -25,23 +27,28 @@ from control.stats.acceptance import (
     expected_tokens_per_pass_iid,
     wilson_interval,
 )
-from control.stats.arms import ArmComparison, compare_arms
+from control.stats.acceptance_monitor import AcceptanceMonitor, design_effect, monitor_acceptance
 from control.stats.depth import DepthAdvice, DepthRow, advise_depth, cost_ratio_from_speedup
 from control.stats.errors import InconsistentCountersError, InsufficientSamplesError, StatsError
-from control.stats.latency import (
-    LatencyComparison,
-    MannWhitneyResult,
-    SpeedupEstimate,
-    compare_latency,
-    mann_whitney_counts,
-    median_speedup,
-    quantile_from_counts,
+from control.stats.latency import quantile_from_counts
+from control.stats.matched import (
+    MatchedDifference,
+    error_blocks,
+    latency_blocks,
+    matched_difference,
+    matched_quantile_ratio,
+    pooled_log_variance,
+    projected_spec_load,
 )
-from control.stats.proportions import (
-    ProportionComparison,
-    compare_error_rates,
-    fisher_greater,
-    two_proportion_z,
+from control.stats.panel import ArmPanel, build_panel
+from control.stats.sequential import (
+    BlockEstimate,
+    ConfidenceSequence,
+    CusumResult,
+    confidence_sequence,
+    cusum_threshold,
+    gaussian_cusum,
+    mixture_radius,
 )
 from control.stats.sprt import (
     SprtConfig,
@@ -57,16 +64,17 @@ from control.stats.windows import WindowCounters, WindowTotals, add_histograms, 
 __all__ = [
     "AcceptanceCounts",
     "AcceptanceEstimate",
+    "AcceptanceMonitor",
     "AcceptanceSource",
-    "ArmComparison",
+    "ArmPanel",
+    "BlockEstimate",
+    "ConfidenceSequence",
+    "CusumResult",
     "DepthAdvice",
     "DepthRow",
     "InconsistentCountersError",
     "InsufficientSamplesError",
-    "LatencyComparison",
-    "MannWhitneyResult",
-    "ProportionComparison",
-    "SpeedupEstimate",
+    "MatchedDifference",
     "SprtConfig",
     "SprtDecision",
     "SprtResult",
@@ -76,24 +84,30 @@ __all__ = [
     "add_histograms",
     "advise_depth",
     "alpha_from_mean_accepted",
+    "build_panel",
     "combine_windows",
-    "compare_arms",
-    "compare_error_rates",
-    "compare_latency",
+    "confidence_sequence",
     "cost_ratio_from_speedup",
+    "cusum_threshold",
+    "design_effect",
+    "error_blocks",
     "estimate_acceptance",
     "expected_speedup",
     "expected_speedup_iid",
     "expected_tokens_per_pass",
     "expected_tokens_per_pass_iid",
-    "fisher_greater",
-    "mann_whitney_counts",
-    "median_speedup",
+    "gaussian_cusum",
+    "latency_blocks",
+    "matched_difference",
+    "matched_quantile_ratio",
+    "mixture_radius",
+    "monitor_acceptance",
     "operating_characteristic",
+    "pooled_log_variance",
+    "projected_spec_load",
     "quantile_from_counts",
     "sprt_acceptance",
     "sprt_test",
-    "two_proportion_z",
     "wald_expected_trials",
     "wilson_interval",
 ]

@@ -6,7 +6,16 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.contract import Arm, LatencyHistogram, TelemetryAck, TelemetryBatch, TelemetryWindow
+from control.contract import (
+    Arm,
+    LatencyHistogram,
+    LoadSlice,
+    LoadTotals,
+    RequestAcceptance,
+    TelemetryAck,
+    TelemetryBatch,
+    TelemetryWindow,
+)
 from control.models import TelemetryWindowRow
 from control.stats.windows import WindowTotals, combine_windows
 from control.telemetry import repository
@@ -23,7 +32,8 @@ def as_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def _row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -> dict[str, Any]:
+def row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -> dict[str, Any]:
+    """The stored row's columns for one window (the rollout only when it exists here)."""
     rollout_id = window.rollout_id if window.rollout_id in known_rollouts else None
     return {
         "source": source,
@@ -49,6 +59,12 @@ def _row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) 
             "ttft": window.ttft.model_dump(),
             "tpot": window.tpot.model_dump(),
             "e2e": window.e2e.model_dump(),
+            "e2e_per_token": window.e2e_per_token.model_dump(),
+            "by_load": [s.model_dump() for s in window.by_load],
+        },
+        "moments": {
+            "load": window.load.model_dump(),
+            "request_acceptance": window.request_acceptance.model_dump(),
         },
     }
 
@@ -66,13 +82,14 @@ def ingest_batch(session: Session, batch: TelemetryBatch) -> TelemetryAck:
         # batch fail (the gateway would drop it); the window still counts for its segment.
         log.warning("telemetry names unknown rollouts %s; stored without", sorted(wanted - known))
     stored = repository.insert_windows(
-        session, [_row_values(batch.gateway_id, w, known) for w in batch.windows]
+        session, [row_values(batch.gateway_id, w, known) for w in batch.windows]
     )
     return TelemetryAck(stored=stored, duplicates=total - stored)
 
 
 def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:
     histograms = row.histograms or {}
+    moments = row.moments or {}
     return TelemetryWindow(
         segment_id=row.segment_id if row.segment_id != NONE_ID else None,
         arm=Arm(row.arm),
@@ -92,6 +109,10 @@ def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:
         ttft=LatencyHistogram.model_validate(histograms.get("ttft", {})),
         tpot=LatencyHistogram.model_validate(histograms.get("tpot", {})),
         e2e=LatencyHistogram.model_validate(histograms.get("e2e", {})),
+        e2e_per_token=LatencyHistogram.model_validate(histograms.get("e2e_per_token", {})),
+        by_load=[LoadSlice.model_validate(s) for s in histograms.get("by_load", [])],
+        load=LoadTotals.model_validate(moments.get("load", {})),
+        request_acceptance=RequestAcceptance.model_validate(moments.get("request_acceptance", {})),
     )
 
 

@@ -1,8 +1,9 @@
 """Request and response bodies of the threshold-sets API."""
 
 from datetime import datetime
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Ratio = Field(ge=0.0, le=1.0)
 
@@ -22,9 +23,66 @@ class ThresholdValues(BaseModel):
     memory_pressure_beats: int = Field(default=3, ge=1, le=1000)
     draft_unavailable_seconds: int = Field(default=60, ge=1, le=86400)
     max_inconclusive_rounds: int = Field(default=5, ge=1, le=1000)
-    error_rate_alpha: float = Field(default=0.01, gt=0.0, lt=1.0)
-    sprt_alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
-    sprt_beta: float = Field(default=0.05, gt=0.0, lt=0.5)
+    sprt_beta: float = Field(
+        default=0.05, gt=0.0, lt=0.5, description="P(promotion evidence | acceptance too low)."
+    )
+    false_alarm_rate: float = Field(
+        default=0.01,
+        gt=0.0,
+        le=0.2,
+        description="Family-wise P(a flip on a false alarm) over the horizon, split evenly "
+        "over acceptance, latency, errors and promotion.",
+    )
+    false_alarm_horizon_windows: int = Field(
+        default=1000, ge=10, le=1_000_000, description="Telemetry windows the budget covers."
+    )
+    acceptance_indifference: float = Field(
+        default=0.1,
+        ge=0.02,
+        le=0.5,
+        description="Acceptable acceptance = min_acceptance_rate + this; in between the "
+        "acceptance test may take either side.",
+    )
+    latency_margin: float = Field(
+        default=0.1,
+        ge=0.01,
+        le=10.0,
+        description="Relative slowdown (matched load, end-to-end per token) tolerated before "
+        "a rollback; also the p95 margin for promotion.",
+    )
+    ttft_margin: float = Field(
+        default=0.25, ge=0.01, le=10.0, description="Relative TTFT slowdown that blocks promotion."
+    )
+    error_rate_margin: float = Field(
+        default=0.01, ge=0.0005, le=1.0, description="Absolute error-rate increase tolerated."
+    )
+    error_rate_relative_margin: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=100.0,
+        description="Relative error-rate increase tolerated (the larger margin applies).",
+    )
+    holdout_percentage: float = Field(
+        default=5.0,
+        ge=0.5,
+        le=50.0,
+        description="Baseline share kept at full, so the guards never go blind.",
+    )
+    min_block_requests: int = Field(
+        default=10, ge=2, le=100_000, description="Requests per arm in one monitoring block."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        acceptable = self.min_acceptance_rate + self.acceptance_indifference
+        if self.min_acceptance_rate <= 0.0 or acceptable >= 1.0:
+            # NOTE: the acceptance SPRT tests rate <= min against rate >= min + indifference;
+            # with min 0 or min + indifference >= 1 one hypothesis is empty.
+            raise ValueError(
+                f"the acceptance test needs 0 < min_acceptance_rate ({self.min_acceptance_rate:g}) "
+                f"and min_acceptance_rate + acceptance_indifference ({acceptable:g}) < 1"
+            )
+        return self
 
 
 class ThresholdSetCreate(ThresholdValues):
@@ -48,9 +106,16 @@ class ThresholdSetChange(BaseModel):
     memory_pressure_beats: int | None = Field(default=None, ge=1, le=1000)
     draft_unavailable_seconds: int | None = Field(default=None, ge=1, le=86400)
     max_inconclusive_rounds: int | None = Field(default=None, ge=1, le=1000)
-    error_rate_alpha: float | None = Field(default=None, gt=0.0, lt=1.0)
-    sprt_alpha: float | None = Field(default=None, gt=0.0, lt=0.5)
     sprt_beta: float | None = Field(default=None, gt=0.0, lt=0.5)
+    false_alarm_rate: float | None = Field(default=None, gt=0.0, le=0.2)
+    false_alarm_horizon_windows: int | None = Field(default=None, ge=10, le=1_000_000)
+    acceptance_indifference: float | None = Field(default=None, ge=0.02, le=0.5)
+    latency_margin: float | None = Field(default=None, ge=0.01, le=10.0)
+    ttft_margin: float | None = Field(default=None, ge=0.01, le=10.0)
+    error_rate_margin: float | None = Field(default=None, ge=0.0005, le=1.0)
+    error_rate_relative_margin: float | None = Field(default=None, ge=0.0, le=100.0)
+    holdout_percentage: float | None = Field(default=None, ge=0.5, le=50.0)
+    min_block_requests: int | None = Field(default=None, ge=2, le=100_000)
 
 
 class ThresholdSet(ThresholdValues):

@@ -3,10 +3,11 @@ so every decision can cite exactly the thresholds it used."""
 
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
-from control.errors import Conflict, NotFound
+from control.errors import Conflict, InvalidRequest, NotFound
 from control.models import ThresholdSet
 from control.snapshot.version import bump_snapshot_version
 from control.thresholds import repository as repo
@@ -23,6 +24,10 @@ class ThresholdSetNameTaken(Conflict):
 
 def _values(row: ThresholdSet) -> dict[str, Any]:
     return {name: getattr(row, name) for name in ThresholdValues.model_fields}
+
+
+def _locations(exc: ValidationError) -> list[str]:
+    return [".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors()]
 
 
 def get_set(session: Session, set_id: int) -> ThresholdSet:
@@ -60,7 +65,14 @@ def change_set(
     version they reference until they are pointed at the new one."""
     base = get_set(session, set_id)
     values = {**_values(base), **body.model_dump(exclude_none=True)}
-    ThresholdValues.model_validate(values)
+    try:
+        ThresholdValues.model_validate(values)
+    except ValidationError as exc:
+        # The change alone was valid, the merged set is not (e.g. a degenerate
+        # acceptance indifference zone): a 422 naming why, not a 500.
+        raise InvalidRequest(
+            "; ".join(e["msg"] for e in exc.errors()), details={"errors": _locations(exc)}
+        ) from exc
     row = ThresholdSet(
         name=base.name, version=repo.latest_version(session, base.name) + 1, **values
     )

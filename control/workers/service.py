@@ -7,7 +7,7 @@ every beat but do not bump the version, so 1 Hz snapshot polls stay 304s.
 """
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -123,7 +123,7 @@ def sweep_stale_workers(
     snapshot request: freshness changes with time alone, and the per-version
     cache of compiled snapshots is only correct if that change bumps the version.
     """
-    now = now or datetime.now(UTC)
+    now = now or utcnow()
     cutoff = now - stale_after
     if not repository.any_stale_healthy_worker(session, cutoff):
         return []

@@ -117,7 +117,12 @@ def _rollout_arm(
     if not rollout.exposing:
         return Arm.BASELINE, R.ROLLOUT_INACTIVE
     if rollout.percentage >= 100.0:
-        return Arm.SPEC, R.ROLLOUT_FULL
+        # NOTE: the holdout is the top of the cohort range, so the users on the spec
+        # arm at the last stage below full stay there at full (sticky).
+        spec_share = 100.0 - rollout.holdout_percentage
+        if in_spec_cohort(rollout.cohort_salt, inp.tenant.name, inp.cohort_key, spec_share):
+            return Arm.SPEC, R.ROLLOUT_FULL
+        return Arm.BASELINE, R.HOLDOUT
     if in_spec_cohort(rollout.cohort_salt, inp.tenant.name, inp.cohort_key, rollout.percentage):
         return Arm.SPEC, R.COHORT_SPEC
     return Arm.BASELINE, R.COHORT_BASELINE

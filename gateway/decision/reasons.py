@@ -7,6 +7,7 @@ class DecisionReason(StrEnum):
     ROLLOUT_FULL = "rollout_full"
     COHORT_SPEC = "cohort_spec"
     COHORT_BASELINE = "cohort_baseline"
+    HOLDOUT = "holdout"  # a full rollout's baseline holdout cohort
     INCOMPATIBLE_PARAMETER = "incompatible_parameter"
     OVERRIDE_HEADER = "override_header"
     SNAPSHOT_STALE = "snapshot_stale"
@@ -17,6 +18,19 @@ class DecisionReason(StrEnum):
     # Refused before any arm was chosen (key, body, model, override permission).
     REJECTED = "rejected"
 
+
+# Reasons where the rollout's cohort assignment chose the arm: only these requests are
+# the rollout's evidence (telemetry carries the rollout id for them alone), so that
+# requests forced to one arm (incompatible parameters, override, fallback) cannot
+# make the arms differ in anything but speculation.
+RANDOMIZED: frozenset[DecisionReason] = frozenset(
+    {
+        DecisionReason.ROLLOUT_FULL,
+        DecisionReason.COHORT_SPEC,
+        DecisionReason.COHORT_BASELINE,
+        DecisionReason.HOLDOUT,
+    }
+)
 
 # The decision header of a completion request refused before routing.
 NOT_ROUTED_HEADER = f"arm=none; reason={DecisionReason.REJECTED}"

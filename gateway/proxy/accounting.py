@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from control.contract import QuotaWeights, TenantSpec
 from gateway.decision.decide import Decision
+from gateway.decision.reasons import RANDOMIZED
 from gateway.proxy.relay import RelayResult
+from gateway.routing.balancer import Lease
 from gateway.state import GatewayState
 from gateway.telemetry.record import RequestRecord
 
@@ -22,6 +24,7 @@ class Accounting:
     weights: QuotaWeights
     started: float = field(default_factory=time.monotonic)
     decision: Decision | None = None
+    lease: Lease | None = None
     recorded: bool = False
 
     async def finish(self, result: RelayResult) -> None:
@@ -44,6 +47,7 @@ class Accounting:
             else None
         )
         d = self.decision
+        lease = self.lease
         rec = RequestRecord(
             request_id=self.request_id,
             tenant=self.tenant.name,
@@ -51,7 +55,7 @@ class Accounting:
             segment_name=d.segment.name if d.segment else None,
             arm=d.arm,
             pair_version_id=d.pair_version_id,
-            rollout_id=d.rollout.id if d.rollout else None,
+            rollout_id=d.rollout.id if d.rollout and d.reason in RANDOMIZED else None,
             reason=str(d.reason),
             outcome=result.outcome,
             http_status=result.http_status,
@@ -65,6 +69,10 @@ class Accounting:
             tpot_ms=tpot_ms,
             e2e_ms=e2e_ms,
             finished_at=time.time(),
+            worker_id=lease.worker.id if lease else None,
+            gateway_load=lease.load_at_dispatch if lease else None,
+            engine_running=lease.worker.running if lease else None,
+            engine_waiting=lease.worker.waiting if lease else None,
         )
         self.state.aggregator.record(rec)
         self.state.metrics.observe_request(rec)
@@ -78,6 +86,11 @@ class Accounting:
     def route(self, decision: Decision) -> None:
         """The request now goes where `decision` says (set again on a fallback)."""
         self.decision = decision
+
+    def dispatched(self, decision: Decision, lease: Lease) -> None:
+        """The engine accepted the request on `lease`'s worker, under `decision`."""
+        self.decision = decision
+        self.lease = lease
 
     async def fail(self, http_status: int) -> None:
         await self.finish(RelayResult(outcome="error", http_status=http_status))

@@ -119,7 +119,7 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
         state.metrics.observe_decision(str(routed.reason), routed.arm)
         await acct.fail(exc.status_code)
         raise
-    acct.route(opened.decision)
+    acct.dispatched(opened.decision, opened.lease)
     request.state.decision_header = opened.decision.header()
     state.metrics.observe_decision(str(opened.decision.reason), opened.decision.arm)
     headers = {"x-request-id": request_id, "x-specroute-decision": opened.decision.header()}

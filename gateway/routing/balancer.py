@@ -18,6 +18,8 @@ class Lease:
     worker: WorkerSpec
     breaker: CircuitBreaker
     _balancer: "Balancer"
+    # This gateway's other requests in flight on the worker when this one was sent.
+    load_at_dispatch: int = 0
     _released: bool = False
 
     def release(self) -> None:
@@ -77,7 +79,9 @@ class Balancer:
         n = self._outstanding[worker.id] = self.outstanding(worker.id) + 1
         if self._on_outstanding is not None:
             self._on_outstanding(pool.name, worker.id, n)
-        return Lease(pool=pool, worker=worker, breaker=breaker, _balancer=self)
+        return Lease(
+            pool=pool, worker=worker, breaker=breaker, _balancer=self, load_at_dispatch=n - 1
+        )
 
     def _release(self, lease: Lease) -> None:
         n = max(self.outstanding(lease.worker.id) - 1, 0)

@@ -17,8 +17,13 @@ from control.contract import (
     LATENCY_BUCKETS_MS,
     Arm,
     LatencyHistogram,
+    LoadSlice,
+    LoadTotals,
+    RequestAcceptance,
     TelemetryBatch,
     TelemetryWindow,
+    load_bucket,
+    log_ms,
 )
 from gateway.telemetry.buckets import bucket_index
 from gateway.telemetry.record import RequestRecord
@@ -32,13 +37,39 @@ WindowKey = tuple[int | None, Arm, int | None, int | None]
 class _Histogram:
     counts: list[int] = field(default_factory=lambda: [0] * _N_COUNTS)
     sum_ms: float = 0.0
+    sum_log: float = 0.0
+    sum_sq_log: float = 0.0
 
-    def add(self, value_ms: float) -> None:
+    def add(self, value_ms: float | None) -> None:
+        if value_ms is None:
+            return
         self.counts[bucket_index(value_ms)] += 1
         self.sum_ms += value_ms
+        log_value = log_ms(value_ms)
+        self.sum_log += log_value
+        self.sum_sq_log += log_value * log_value
 
     def to_contract(self) -> LatencyHistogram:
-        return LatencyHistogram(counts=list(self.counts), sum_ms=self.sum_ms)
+        return LatencyHistogram(
+            counts=list(self.counts),
+            sum_ms=self.sum_ms,
+            sum_log=self.sum_log,
+            sum_sq_log=self.sum_sq_log,
+        )
+
+
+@dataclass(slots=True)
+class _LoadSlice:
+    requests: int = 0
+    ttft: _Histogram = field(default_factory=_Histogram)
+    tpot: _Histogram = field(default_factory=_Histogram)
+    e2e_per_token: _Histogram = field(default_factory=_Histogram)
+
+    def add(self, rec: RequestRecord) -> None:
+        self.requests += 1
+        self.ttft.add(rec.ttft_ms)
+        self.tpot.add(rec.tpot_ms)
+        self.e2e_per_token.add(rec.e2e_per_token_ms)
 
 
 @dataclass(slots=True)
@@ -55,6 +86,10 @@ class _Accumulator:
     ttft: _Histogram = field(default_factory=_Histogram)
     tpot: _Histogram = field(default_factory=_Histogram)
     e2e: _Histogram = field(default_factory=_Histogram)
+    e2e_per_token: _Histogram = field(default_factory=_Histogram)
+    by_load: dict[int, _LoadSlice] = field(default_factory=dict)
+    load: LoadTotals = field(default_factory=LoadTotals)
+    acceptance: RequestAcceptance = field(default_factory=RequestAcceptance)
 
     def add(self, rec: RequestRecord) -> None:
         self.requests += 1
@@ -72,11 +107,33 @@ class _Accumulator:
             per_pos.extend([0] * (len(rec.accepted_per_position) - len(per_pos)))
         for i, n in enumerate(rec.accepted_per_position):
             per_pos[i] += n
-        if rec.ttft_ms is not None:
-            self.ttft.add(rec.ttft_ms)
-        if rec.tpot_ms is not None:
-            self.tpot.add(rec.tpot_ms)
+        self.ttft.add(rec.ttft_ms)
+        self.tpot.add(rec.tpot_ms)
         self.e2e.add(rec.e2e_ms)
+        self.e2e_per_token.add(rec.e2e_per_token_ms)
+        if rec.gateway_load is not None:
+            self._add_load(rec, rec.gateway_load)
+        judged = rec.judged_positions
+        if judged is not None:
+            acc, a = self.acceptance, rec.accepted_tokens
+            acc.requests += 1
+            acc.judged += judged
+            acc.accepted += a
+            acc.accepted_sq += a * a
+            acc.accepted_judged += a * judged
+            acc.judged_sq += judged * judged
+
+    def _add_load(self, rec: RequestRecord, gateway_load: int) -> None:
+        load = self.load
+        load.dispatched += 1
+        load.gateway_load_sum += gateway_load
+        load.engine_running_sum += rec.engine_running or 0
+        load.engine_waiting_sum += rec.engine_waiting or 0
+        bucket = load_bucket(gateway_load)
+        slice_ = self.by_load.get(bucket)
+        if slice_ is None:
+            slice_ = self.by_load[bucket] = _LoadSlice()
+        slice_.add(rec)
 
 
 class TelemetryAggregator:
@@ -195,4 +252,17 @@ class TelemetryAggregator:
                 ttft=acc.ttft.to_contract(),
                 tpot=acc.tpot.to_contract(),
                 e2e=acc.e2e.to_contract(),
+                e2e_per_token=acc.e2e_per_token.to_contract(),
+                by_load=[
+                    LoadSlice(
+                        load_bucket=bucket,
+                        requests=sl.requests,
+                        ttft=sl.ttft.to_contract(),
+                        tpot=sl.tpot.to_contract(),
+                        e2e_per_token=sl.e2e_per_token.to_contract(),
+                    )
+                    for bucket, sl in sorted(acc.by_load.items())
+                ],
+                load=acc.load.model_copy(),
+                request_acceptance=acc.acceptance.model_copy(),
             )

@@ -35,6 +35,24 @@ class RequestRecord:
     tpot_ms: float | None  # (e2e - ttft) / (completion_tokens - 1) when > 1 token
     e2e_ms: float
     finished_at: float  # time.time()
+    # Where it went and what load it met there (None: never reached a worker).
+    worker_id: str | None = None
+    gateway_load: int | None = None  # this gateway's other requests in flight on the worker
+    engine_running: int | None = None  # the worker's running count at its last heartbeat
+    engine_waiting: int | None = None  # ... and its waiting count
+
+    @property
+    def e2e_per_token_ms(self) -> float | None:
+        """End-to-end time per output token: what a caller waits per token, bursts or not."""
+        return self.e2e_ms / self.completion_tokens if self.completion_tokens > 0 else None
+
+    @property
+    def judged_positions(self) -> int | None:
+        """Draft positions the target judged (see control.stats.acceptance); None without
+        per-position counters."""
+        if self.drafts <= 0 or not self.accepted_per_position:
+            return None
+        return self.drafts + self.accepted_tokens - self.accepted_per_position[-1]
 
     @property
     def rejected_draft_tokens(self) -> int:

@@ -41,6 +41,7 @@ def make_snapshot(
     generated_at: datetime | None = None,
     capabilities: PairCapabilities | None = None,
     with_rollout: bool = True,
+    holdout_percentage: float = 0.0,
 ) -> PolicySnapshot:
     pair = PairVersionSpec(
         id=PAIR_ID,
@@ -86,6 +87,7 @@ def make_snapshot(
             baseline_pool_id=BASELINE_POOL,
             state=state,
             percentage=percentage,
+            holdout_percentage=holdout_percentage,
             cohort_salt="salt-1",
             version=1,
         )

@@ -210,6 +210,21 @@ def test_cohort_decisions_match_the_bucket_rule() -> None:
         assert d.reason is (R.COHORT_SPEC if expected else R.COHORT_BASELINE)
 
 
+def test_full_keeps_a_sticky_holdout_on_the_baseline_arm() -> None:
+    users = [f"u{i}" for i in range(2000)]
+    at_full = {u: _decide(holdout_percentage=5.0, key=u) for u in users}
+    holdout = {u for u, d in at_full.items() if d.arm is Arm.BASELINE}
+    assert all(at_full[u].reason is R.HOLDOUT for u in holdout)
+    assert all(d.reason is R.ROLLOUT_FULL for u, d in at_full.items() if u not in holdout)
+    # About 5 % of the cohorts, within binomial bounds (4.5 sigma).
+    assert abs(len(holdout) - 100) < 4.5 * math.sqrt(2000 * 0.05 * 0.95)
+    # Sticky: whoever was on the spec arm at 50 % stays there at full.
+    at_half = {u for u in users if in_spec_cohort("salt-1", "acme", u, 50.0)}
+    assert not at_half & holdout
+    # No holdout configured: everyone on the spec arm, as before.
+    assert all(_decide(key=u).arm is Arm.SPEC for u in users[:50])
+
+
 def test_features_default_temperature_and_max_completion_tokens() -> None:
     body = ChatCompletionBody.model_validate(
         {

@@ -1,5 +1,6 @@
 """Windowed aggregation: sums, buckets, window boundaries, late records, memory cap."""
 
+import math
 import threading
 from datetime import UTC, datetime
 
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from control.contract import LATENCY_BUCKETS_MS, Arm, TelemetryBatch
+from control.contract import LATENCY_BUCKETS_MS, LOAD_BUCKET_EDGES, Arm, TelemetryBatch, load_bucket
 from gateway.telemetry import RequestRecord, TelemetryAggregator, bucket_index
 from gateway.telemetry.buckets import OVERFLOW_INDEX
 from tests.gateway.records import make_record
@@ -39,6 +40,52 @@ def test_bucket_edges_are_inclusive_and_overflow_is_last() -> None:
     assert bucket_index(edge + 1e-9) == 21
     assert bucket_index(0.0) == 0
     assert bucket_index(LATENCY_BUCKETS_MS[-1] + 1.0) == OVERFLOW_INDEX
+
+
+def test_load_slices_and_request_acceptance_moments() -> None:
+    agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8)
+    # Two requests at load 0, one at load 5 (bucket [4, 6)), one never dispatched.
+    agg.record(rec(gateway_load=0, engine_running=1, engine_waiting=0))
+    agg.record(
+        rec(
+            gateway_load=0,
+            engine_running=2,
+            engine_waiting=1,
+            drafts=4,
+            accepted_tokens=5,
+            accepted_per_position=(3, 2),
+        )
+    )
+    agg.record(rec(gateway_load=5, engine_running=3, engine_waiting=2))
+    agg.record(
+        rec(
+            outcome="error",
+            http_status=503,
+            completion_tokens=0,
+            ttft_ms=None,
+            drafts=0,
+            drafted_tokens=0,
+            accepted_tokens=0,
+            accepted_per_position=(),
+        )
+    )
+    [batch] = agg.drain_all()
+    [w] = batch.windows
+    assert [(s.load_bucket, s.requests) for s in w.by_load] == [(0, 2), (4, 1)]
+    assert LOAD_BUCKET_EDGES[4:6] == (4, 6) and load_bucket(5) == 4
+    assert (w.load.dispatched, w.load.gateway_load_sum) == (3, 5)
+    assert (w.load.engine_running_sum, w.load.engine_waiting_sum) == (6, 3)
+    # Per request: judged t = drafts + accepted - accepted at the last position.
+    # Defaults: 8 drafts, 12 accepted, (6, 4, 2) -> t = 18 (twice); the other: 4 + 5 - 2 = 7.
+    acc = w.request_acceptance
+    assert (acc.requests, acc.judged, acc.accepted) == (3, 18 + 18 + 7, 12 + 5 + 12)
+    assert acc.accepted_sq == 12**2 * 2 + 5**2
+    assert acc.accepted_judged == 12 * 18 * 2 + 5 * 7
+    assert acc.judged_sq == 18**2 * 2 + 7**2
+    # End-to-end time per token: 145 ms / 20 tokens, for the three requests with tokens.
+    assert w.e2e_per_token.total == 3 and w.e2e_per_token.sum_ms == pytest.approx(3 * 7.25)
+    assert w.e2e_per_token.sum_log == pytest.approx(3 * math.log(7.25))
+    assert w.by_load[0].e2e_per_token.total == 2
 
 
 def test_one_window_sums_every_field() -> None:

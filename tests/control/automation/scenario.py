@@ -2,21 +2,17 @@
 telemetry windows with known acceptance and latency, heartbeats, and task calls."""
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from celery import Celery
 from sqlalchemy import select
 
+from bench.decisions.traffic import ArmModel, TrafficModel, sample_arm
+from bench.decisions.windows import window_of
 from control.automation.tasks import task_name
-from control.contract import (
-    LATENCY_BUCKETS_MS,
-    Arm,
-    LatencyHistogram,
-    TelemetryBatch,
-    TelemetryWindow,
-    WorkerHeartbeat,
-)
+from control.contract import Arm, TelemetryBatch, WorkerHeartbeat
 from control.db import Database
 from control.models import (
     AuditEvent,
@@ -33,6 +29,7 @@ from control.models import (
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from control.telemetry.service import ingest_batch
+from control.thresholds.schemas import ThresholdValues
 from control.workers.service import record_heartbeat
 
 K = 3
@@ -52,10 +49,17 @@ THRESHOLDS: dict[str, Any] = {
     "memory_pressure_beats": 3,
     "draft_unavailable_seconds": 1,
     "max_inconclusive_rounds": 3,
-    "error_rate_alpha": 0.01,
-    "sprt_alpha": 0.05,
     "sprt_beta": 0.05,
 }
+# Windows the helpers feed: outputs of 32-96 tokens, every request on an idle worker
+# (load 0, so both arms are compared at matched load).
+TRAFFIC = TrafficModel(min_tokens=32, max_tokens=96, k=K, tpot_sigma=0.1, ttft_sigma=0.1)
+
+
+def threshold_row(name: str = "t", **overrides: Any) -> ThresholdSet:
+    """An unsaved threshold set: THRESHOLDS + overrides, the API's defaults for the rest."""
+    values = ThresholdValues.model_validate(THRESHOLDS | overrides).model_dump()
+    return ThresholdSet(name=name, version=1, **values)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class Setup:
     spec_pool_id: int
     baseline_pool_id: int
     threshold_set_id: int
+    # Each rollout's traffic is its own reproducible stream.
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
 
 
 def create_rollout(database: Database, **threshold_overrides: Any) -> Setup:
@@ -97,7 +103,7 @@ def create_rollout(database: Database, **threshold_overrides: Any) -> Setup:
         )
         baseline = Pool(name=f"base-{tag}", served_model_name="tiny", target_ref="tiny-target")
         segment = Segment(name=f"seg-{tag}", selector={})
-        thresholds = ThresholdSet(name=f"t-{tag}", version=1, **(THRESHOLDS | threshold_overrides))
+        thresholds = threshold_row(f"t-{tag}", **threshold_overrides)
         s.add_all([spec, baseline, segment, thresholds])
         s.flush()
         rollout = Rollout(
@@ -126,30 +132,42 @@ def create_rollout(database: Database, **threshold_overrides: Any) -> Setup:
         return Setup(rollout.id, segment.id, version.id, spec.id, baseline.id, thresholds.id)
 
 
-def histogram(median_ms: float, samples: int) -> LatencyHistogram:
-    """`samples` values spread 1:2:1 over the bucket holding `median_ms` and its neighbours."""
-    centre = next(i for i, edge in enumerate(LATENCY_BUCKETS_MS) if median_ms <= edge)
-    counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
-    quarter = samples // 4
-    counts[centre - 1] += quarter
-    counts[centre + 1] += quarter
-    counts[centre] += samples - 2 * quarter
-    return LatencyHistogram(counts=counts, sum_ms=median_ms * samples)
-
-
-def spec_counters(alpha: float, drafts: int) -> dict[str, Any]:
-    """Per-position counters of iid acceptance `alpha` (expected counts, rounded)."""
-    per_position: list[int] = []
-    reaching = drafts
-    for _ in range(K):
-        reaching = round(reaching * alpha)
-        per_position.append(reaching)
-    return {
-        "drafts": drafts,
-        "drafted_tokens": drafts * K,
-        "accepted_tokens": sum(per_position),
-        "accepted_per_position": per_position,
+def batch(
+    setup: Setup,
+    rng: np.random.Generator,
+    *,
+    spec_alpha: float = 0.8,
+    spec_tpot_ms: float,
+    baseline_tpot_ms: float,
+    requests: int = 100,
+    spec_error_rate: float = 0.0,
+) -> TelemetryBatch:
+    """A gateway's batch: a spec and a baseline window of `requests` simulated requests each
+    (see bench.decisions.traffic), starting now."""
+    start = utcnow()
+    models = {
+        Arm.SPEC: ArmModel(
+            tpot_ms=spec_tpot_ms,
+            load_slope=0.0,
+            error_rate=spec_error_rate,
+            acceptance=spec_alpha,
+        ),
+        Arm.BASELINE: ArmModel(tpot_ms=baseline_tpot_ms, load_slope=0.0, error_rate=0.0),
     }
+    windows = [
+        window_of(
+            sample_arm(rng, model, TRAFFIC, requests, 0.0),
+            arm=arm,
+            segment_id=setup.segment_id,
+            pair_version_id=setup.pair_version_id,
+            rollout_id=setup.rollout_id,
+            window_start=start,
+            window_seconds=10,
+        )
+        for arm, model in models.items()
+    ]
+    gateway = f"gw-{uuid.uuid4().hex[:8]}"
+    return TelemetryBatch(gateway_id=gateway, window_start=start, windows=windows)
 
 
 def feed(
@@ -160,44 +178,25 @@ def feed(
     spec_tpot_ms: float,
     baseline_tpot_ms: float,
     requests: int = 100,
-    drafts_per_request: int = 20,
-    spec_errors: int = 0,
+    spec_error_rate: float = 0.0,
 ) -> list[int]:
-    """One telemetry batch (a spec and a baseline window) through the ingestion service;
-    returns the stored window ids."""
-    start = utcnow()
-    common: dict[str, Any] = {
-        "segment_id": setup.segment_id,
-        "rollout_id": setup.rollout_id,
-        "window_start": start,
-        "window_seconds": 10,
-        "requests": requests,
-        "completion_tokens": requests * 50,
-    }
-    spec = TelemetryWindow(
-        arm=Arm.SPEC,
-        pair_version_id=setup.pair_version_id,
-        errors=spec_errors,
-        tpot=histogram(spec_tpot_ms, requests),
-        e2e=histogram(spec_tpot_ms * 50, requests),
-        **common,
-        **spec_counters(spec_alpha, requests * drafts_per_request),
+    """One telemetry batch through the ingestion service; returns the stored window ids."""
+    sent = batch(
+        setup,
+        setup.rng,
+        spec_alpha=spec_alpha,
+        spec_tpot_ms=spec_tpot_ms,
+        baseline_tpot_ms=baseline_tpot_ms,
+        requests=requests,
+        spec_error_rate=spec_error_rate,
     )
-    baseline = TelemetryWindow(
-        arm=Arm.BASELINE,
-        tpot=histogram(baseline_tpot_ms, requests),
-        e2e=histogram(baseline_tpot_ms * 50, requests),
-        **common,
-    )
-    gateway = f"gw-{uuid.uuid4().hex[:8]}"
-
     with database.session() as s:
-        ack = ingest_batch(
-            s, TelemetryBatch(gateway_id=gateway, window_start=start, windows=[spec, baseline])
-        )
+        ack = ingest_batch(s, sent)
         assert ack.stored == 2
         return list(
-            s.scalars(select(TelemetryWindowRow.id).where(TelemetryWindowRow.source == gateway))
+            s.scalars(
+                select(TelemetryWindowRow.id).where(TelemetryWindowRow.source == sent.gateway_id)
+            )
         )
 
 
@@ -224,6 +223,13 @@ def heartbeat(
     )
     with database.session() as s:
         record_heartbeat(s, worker_id, beat, default_kv_cache_limit=0.9)
+
+
+def idle_spec_pool(database: Database, setup: Setup, workers: int = 20) -> None:
+    """Healthy spec workers enough that every stage keeps each under one request in flight:
+    the idle load the helpers' windows are measured at, so each stage has evidence."""
+    for worker in range(workers):
+        heartbeat(database, setup, f"spec-idle-{worker}")
 
 
 def run_task(app: Celery, name: str, *args: Any, task_id: str | None = None) -> Any:

@@ -9,10 +9,11 @@ def test_good_canary_walks_its_stages_to_full(
     automation_app: AutomationCelery, committed_database: Database
 ) -> None:
     setup = sc.create_rollout(committed_database)
+    sc.idle_spec_pool(committed_database, setup)
     walked: list[tuple[str, float]] = []
-    fed: list[list[int]] = []
+    fed: list[int] = []
     for _ in range(4):
-        fed.append(sc.good_traffic(committed_database, setup))
+        fed.extend(sc.good_traffic(committed_database, setup))
         result = sc.run_task(automation_app, "evaluate_canary", setup.rollout_id)
         assert result["action"] == "promote", result
         row = sc.rollout(committed_database, setup.rollout_id)
@@ -23,15 +24,21 @@ def test_good_canary_walks_its_stages_to_full(
         d for d in sc.decisions(committed_database, setup.rollout_id) if d.actor == "automation"
     ]
     assert [d.kind for d in promotions] == ["canary_promote"] * 4
-    for decision, window_ids in zip(promotions, fed, strict=True):
-        # Each stage is judged on the windows since it began, and says which.
-        assert decision.evidence["window_ids"] == sorted(window_ids)
+    for stage, decision in enumerate(promotions, start=1):
+        # The monitors read every window since the exposure began, and say which.
+        assert decision.evidence["window_ids"] == sorted(fed[: 2 * stage])
         assert decision.evidence["threshold_set"]["id"] == setup.threshold_set_id
         assert decision.evidence["threshold_set"]["version"] == 1
         assert decision.task_id is not None and decision.evidence["task_id"] == decision.task_id
         stats = decision.evidence["statistics"]
-        assert stats["sprt"]["decision"] == "accept"
-        assert stats["tpot"]["speedup"]["lower"] >= 1.1
+        assert stats["acceptance_monitor"]["decision"] == "accept"
+        # 10 ms vs 20 ms per token: about 2x at matched load, with its always-valid bound.
+        speedup = stats["next_stage"]["speedup"]
+        assert 1.1 <= speedup["lower"] <= speedup["speedup"] <= speedup["upper"]
+        assert 1.6 < speedup["speedup"] < 2.4
+        assert stats["budget"]["false_alarm_rate"] == 0.01
+        # A flip keeps the block estimates, enough to recompute every monitor.
+        assert len(stats["blocks"]["latency"]) == stage
     final = promotions[-1]
     assert final.to_state == "full" and final.record_markdown is not None
     for section in (
@@ -44,7 +51,8 @@ def test_good_canary_walks_its_stages_to_full(
         "## Open risks",
     ):
         assert section in final.record_markdown
-    assert "TPOT speedup" in final.record_markdown
+    assert "e2e_per_token at matched load: speedup" in final.record_markdown
+    assert "5 % baseline holdout" in final.record_markdown
     assert all(d.record_markdown is None for d in promotions[:-1] if d.to_state != "full")
     assert (
         sc.audit_actions(committed_database, setup.rollout_id).count(
@@ -58,10 +66,14 @@ def test_inconclusive_canary_holds_then_pauses(
     automation_app: AutomationCelery, committed_database: Database
 ) -> None:
     setup = sc.create_rollout(committed_database)
+    sc.idle_spec_pool(committed_database, setup)
     outcomes = []
     for _ in range(3):
-        # Acceptance is fine but the arms are equally fast: the speedup CI straddles 1.
-        sc.feed(committed_database, setup, spec_alpha=0.8, spec_tpot_ms=20.0, baseline_tpot_ms=20.0)
+        # Acceptance is fine and the spec arm is exactly min_speedup (1.1x) faster: the
+        # speedup's interval straddles the bar, so neither promotion nor "no benefit".
+        sc.feed(
+            committed_database, setup, spec_alpha=0.8, spec_tpot_ms=18.18, baseline_tpot_ms=20.0
+        )
         outcomes.append(sc.run_task(automation_app, "evaluate_canary", setup.rollout_id)["action"])
         if outcomes[-1] == "hold":
             assert sc.rollout(committed_database, setup.rollout_id).inconclusive_rounds == len(
@@ -74,9 +86,13 @@ def test_inconclusive_canary_holds_then_pauses(
     auto = [
         d for d in sc.decisions(committed_database, setup.rollout_id) if d.actor == "automation"
     ]
-    assert [d.kind for d in auto] == ["hold", "hold", "canary_pause"]
-    assert auto[-1].evidence["verdict"]["checks"]["speedup_ci"] is False
-    assert auto[-1].evidence["verdict"]["checks"]["sprt_accepts"] is True
+    assert [d.kind for d in auto] == ["hold", "hold", "canary_inconclusive"]
+    checks = auto[-1].evidence["verdict"]["checks"]
+    assert checks["speedup_at_next_load"] is False
+    assert checks["acceptance_accepted"] is True
+    # Holds keep the summaries only; the counted rounds are on the record.
+    assert "blocks" not in auto[0].evidence["statistics"]
+    assert auto[1].evidence["inconclusive_rounds"] == 1
     actions = sc.audit_actions(committed_database, setup.rollout_id)
     assert actions.count(("automation", "rollout.hold")) == 2
     assert ("automation", "rollout.pause") in actions
@@ -84,21 +100,52 @@ def test_inconclusive_canary_holds_then_pauses(
     assert sc.run_task(automation_app, "evaluate_canary", setup.rollout_id)["action"] == "wait"
 
 
+def test_canary_without_benefit_pauses_instead_of_rolling_back(
+    automation_app: AutomationCelery, committed_database: Database
+) -> None:
+    setup = sc.create_rollout(committed_database)
+    # Identical arms: conclusively not min_speedup faster, and not slower either.
+    outcomes = []
+    for _ in range(3):
+        sc.feed(committed_database, setup, spec_alpha=0.8, spec_tpot_ms=20.0, baseline_tpot_ms=20.0)
+        outcomes.append(sc.run_task(automation_app, "evaluate_canary", setup.rollout_id))
+        if outcomes[-1]["action"] != "hold":
+            break
+    assert outcomes[-1]["action"] == "pause", outcomes
+    assert "no benefit at this stage's load" in outcomes[-1]["reason"]
+    decision = sc.decisions(committed_database, setup.rollout_id)[-1]
+    assert decision.kind == "canary_no_benefit"
+    upper = decision.evidence["statistics"]["stage"]["e2e_per_token"]["upper"]
+    assert upper < 1.1
+
+
 def test_regressed_canary_rolls_back(
     automation_app: AutomationCelery, committed_database: Database
 ) -> None:
     setup = sc.create_rollout(committed_database)
-    sc.feed(
-        committed_database,
-        setup,
-        spec_alpha=0.8,
-        spec_tpot_ms=10.0,
-        baseline_tpot_ms=20.0,
-        spec_errors=20,
-    )
-    result = sc.run_task(automation_app, "evaluate_canary", setup.rollout_id)
-    assert result["action"] == "rollback" and "error rate" in result["reason"]
+    result: dict[str, object] = {}
+    windows = 0
+    while windows < 5:
+        windows += 1
+        sc.feed(
+            committed_database,
+            setup,
+            spec_alpha=0.8,
+            spec_tpot_ms=10.0,
+            baseline_tpot_ms=20.0,
+            spec_error_rate=0.5,
+        )
+        result = sc.run_task(automation_app, "evaluate_canary", setup.rollout_id)
+        if result["action"] != "hold":
+            break
+    # 50 % errors against none: the error monitor's CUSUM crosses within a few windows.
+    assert result["action"] == "rollback" and "error rate" in str(result["reason"]), result
+    assert windows <= 3
     row = sc.rollout(committed_database, setup.rollout_id)
     assert (row.state, row.percentage) == ("rolled_back", 0.0)
     decision = sc.decisions(committed_database, setup.rollout_id)[-1]
-    assert decision.evidence["statistics"]["error_rate"]["worse"] is True
+    assert decision.kind == "canary_error_regression"
+    guard = decision.evidence["statistics"]["error_guard"]
+    assert guard["cusum"]["alarm"] is True
+    assert guard["cusum"]["peak"] >= guard["cusum"]["threshold"]
+    assert guard["spec_rate"] > 0.35 and guard["baseline_rate"] == 0.0

@@ -4,7 +4,7 @@ from sqlalchemy import select
 
 from control.automation.celery_app import AutomationCelery
 from control.db import Database
-from control.models import DepthRecommendation
+from control.models import DepthRecommendation, TelemetryWindowRow
 from control.stats import advise_depth, cost_ratio_from_speedup, estimate_acceptance
 from tests.control.automation import scenario as sc
 
@@ -21,11 +21,10 @@ def test_depth_advice_records_the_best_k(
         rec = s.scalars(
             select(DepthRecommendation).where(DepthRecommendation.rollout_id == setup.rollout_id)
         ).one()
-        counters = sc.spec_counters(0.8, 100 * 20)
-        acceptance = estimate_acceptance(
-            _Counts(**counters)  # the same counters the window carried
-        )
-        measured = rec.evidence["measured_tpot_speedup"]["speedup"]
+        spec_window = s.get(TelemetryWindowRow, min(window_ids))
+        assert spec_window is not None and spec_window.arm == "spec"
+        acceptance = estimate_acceptance(spec_window)  # the counters the window carried
+        measured = rec.evidence["measured_speedup"]["speedup"]
         cost = cost_ratio_from_speedup(measured, acceptance.mean_acceptance_length or 1.0, sc.K)
         expected = advise_depth(acceptance, cost, 8)
         assert rec.current_k == sc.K
@@ -33,19 +32,5 @@ def test_depth_advice_records_the_best_k(
         assert abs(rec.expected_speedup_recommended - expected.best_expected_speedup) < 1e-9
         assert rec.evidence["window_ids"] == [min(window_ids)]  # the spec window only
         assert rec.task_id is not None
-    # About 2 (10 ms vs 20 ms), blurred by the 26 %-wide histogram buckets.
-    assert 1.5 < measured < 3.0
-
-
-class _Counts:
-    def __init__(
-        self,
-        drafts: int,
-        drafted_tokens: int,
-        accepted_tokens: int,
-        accepted_per_position: list[int],
-    ) -> None:
-        self.drafts = drafts
-        self.drafted_tokens = drafted_tokens
-        self.accepted_tokens = accepted_tokens
-        self.accepted_per_position = accepted_per_position
+    # About 2 (10 ms vs 20 ms per token; TTFT is the same 120 ms on both arms).
+    assert 1.5 < measured < 2.2

@@ -1,74 +1,95 @@
 """Guards and probation through a real Celery worker."""
 
-import math
 import time
 
+import numpy as np
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from control.app import create_app
 from control.automation.celery_app import AutomationCelery
+from control.automation.dispatch import GuardDispatch
 from control.automation.evidence import sprt_config
 from control.db import Database
-from control.models import ThresholdSet
-from control.settings import ControlSettings
-from control.stats import AcceptanceCounts, SprtDecision, sprt_test, wald_expected_trials
+from control.models import TelemetryWindowRow, ThresholdSet
+from control.stats import AcceptanceMonitor, SprtDecision, build_panel, monitor_acceptance
+from control.stats.panel import window_arrays
 from tests.control.automation import scenario as sc
 
 
-def test_low_acceptance_segment_is_disabled_within_the_expected_windows(
+def test_low_acceptance_canary_is_rolled_back_when_its_monitor_first_rejects(
     automation_app: AutomationCelery, committed_database: Database
 ) -> None:
     setup = sc.create_rollout(committed_database)
     # A healthy spec worker, so only acceptance can trip a guard here.
     sc.heartbeat(committed_database, setup, "spec-w1")
-    alpha, requests, drafts_per_request = 0.45, 5, 4
-    counters = sc.spec_counters(alpha, requests * drafts_per_request)
-    per_window = AcceptanceCounts(
-        drafts=counters["drafts"],
-        drafted_tokens=counters["drafted_tokens"],
-        accepted_tokens=counters["accepted_tokens"],
-        accepted_per_position=tuple(counters["accepted_per_position"]),
-    )
-    trials_per_window = per_window.position_trials
-    assert trials_per_window is not None
-    config = sprt_config(ThresholdSet(**sc.THRESHOLDS), ControlSettings())
-    # Wald's expected sample size at the true rate, and never before min_trials.
-    expected_windows = math.ceil(
-        max(config.min_trials, wald_expected_trials(config, alpha)) / trials_per_window
-    )
+    thresholds = sc.threshold_row()
+    config = sprt_config(thresholds)
+    assert (config.unacceptable_rate, config.acceptable_rate) == (0.6, 0.7)
 
-    disabled_after: int | None = None
-    for window in range(1, 3 * expected_windows + 1):
-        sc.feed(
-            committed_database,
-            setup,
-            spec_alpha=alpha,
-            spec_tpot_ms=15.0,
-            baseline_tpot_ms=15.0,
-            requests=requests,
-            drafts_per_request=drafts_per_request,
+    rolled_back_after: int | None = None
+    windows: list[int] = []
+    for window in range(1, 21):
+        # Acceptance 0.45 against a minimum of 0.6; equal latency, so only the acceptance
+        # monitor can fire. 5 requests per window: the request, not the position, is the unit.
+        windows.extend(
+            sc.feed(
+                committed_database,
+                setup,
+                spec_alpha=0.45,
+                spec_tpot_ms=15.0,
+                baseline_tpot_ms=15.0,
+                requests=5,
+            )
         )
         result = sc.run_task(automation_app, "guard_rollout", setup.rollout_id)
-        cumulative = sprt_test(
-            per_window.accepted_tokens * window, trials_per_window * window, config
-        )
-        if result["action"] == "disable":
-            disabled_after = window
-            # Disabled exactly when the cumulative SPRT first rejects.
-            assert cumulative.decision is SprtDecision.REJECT
+        # The same statistic, computed here from the stored windows of the spec arm.
+        reference = _acceptance_monitor(committed_database, setup, thresholds)
+        if result["action"] == "rollback":
+            rolled_back_after = window
+            assert reference.decision is SprtDecision.REJECT
             break
-        assert cumulative.decision is not SprtDecision.REJECT
-    assert disabled_after is not None
-    assert disabled_after <= expected_windows + 1
+        assert reference.decision is not SprtDecision.REJECT
+    assert rolled_back_after is not None
 
+    # A canary that fails a monitor is rolled back (full and probation are disabled).
     row = sc.rollout(committed_database, setup.rollout_id)
-    assert (row.state, row.percentage, row.disable_count) == ("disabled", 0.0, 1)
-    assert row.disabled_reason == "low_acceptance"
+    assert (row.state, row.percentage, row.disable_count) == ("rolled_back", 0.0, 0)
     decision = sc.decisions(committed_database, setup.rollout_id)[-1]
     assert decision.kind == "guard_low_acceptance" and decision.actor == "automation"
-    assert decision.evidence["statistics"]["sprt"]["decision"] == "reject"
-    assert len(decision.evidence["window_ids"]) == 2 * disabled_after
-    assert decision.record_markdown is not None
-    assert "sustained low acceptance" in decision.record_markdown
-    assert ("automation", "rollout.disable") in sc.audit_actions(
+    monitor = decision.evidence["statistics"]["acceptance_monitor"]
+    assert monitor["decision"] == "reject"
+    assert monitor["design_effect"] >= 1.0
+    # Trials are requests, not positions: the effective positions are fewer than judged.
+    assert monitor["effective_positions"] <= monitor["judged_positions"]
+    assert decision.evidence["window_ids"] == sorted(windows)
+    assert "the CUSUM of the SPRT" in decision.evidence["verdict"]["reason"]
+    assert ("automation", "rollout.rollback") in sc.audit_actions(
         committed_database, setup.rollout_id
+    )
+
+
+def _acceptance_monitor(
+    database: Database, setup: sc.Setup, thresholds: ThresholdSet
+) -> AcceptanceMonitor:
+    with database.session() as s:
+        rows = list(
+            s.scalars(
+                select(TelemetryWindowRow)
+                .where(
+                    TelemetryWindowRow.rollout_id == setup.rollout_id,
+                    TelemetryWindowRow.arm == "spec",
+                )
+                .order_by(TelemetryWindowRow.window_start)
+            )
+        )
+        parsed = [window_arrays(r) for r in rows]
+    slots = {w.window_start: i for i, w in enumerate(parsed)}
+    return monitor_acceptance(
+        build_panel(slots, len(slots), parsed),
+        sprt_config(thresholds),
+        horizon_blocks=thresholds.false_alarm_horizon_windows,
+        min_block_requests=thresholds.min_block_requests,
     )
 
 
@@ -157,10 +178,42 @@ def test_failed_probation_disables_again_with_a_doubled_cooldown(
     assert (row.state, row.disable_count, row.disabled_reason) == (
         "disabled",
         2,
-        "canary_failed",
+        "latency_regression",
     )
     # Second disable: the cool-down is 2 s now, so 1.1 s is not enough.
     time.sleep(1.1)
     assert sc.run_task(automation_app, "probation_rollout", setup.rollout_id)["action"] == "wait"
     time.sleep(1.0)
     assert sc.run_task(automation_app, "probation_rollout", setup.rollout_id)["action"] == "enable"
+
+
+def test_a_regression_is_judged_as_soon_as_its_telemetry_lands(
+    automation_app: AutomationCelery, committed_database: Database
+) -> None:
+    """No beat runs here: the telemetry endpoint itself sends the guard, after its commit."""
+    settings = automation_app.specroute_settings
+    setup = sc.create_rollout(committed_database)
+    sc.heartbeat(committed_database, setup, "spec-w1")
+    control = create_app(settings, committed_database)
+    # The test worker listens on a queue of its own: send through its app.
+    control.state.guard_dispatch = GuardDispatch(settings, app=automation_app)
+    client = TestClient(control)
+    token = settings.internal_token.get_secret_value()
+    rng = np.random.default_rng(11)
+    deadline = time.monotonic() + 30.0
+    while sc.rollout(committed_database, setup.rollout_id).state == "canary":
+        assert time.monotonic() < deadline, "the guard never ran"
+        # The spec arm twice as slow per token as the baseline, at the same (idle) load.
+        batch = sc.batch(setup, rng, spec_tpot_ms=40.0, baseline_tpot_ms=20.0)
+        response = client.post(
+            "/internal/v1/telemetry",
+            content=batch.model_dump_json(),
+            headers={"Authorization": f"Bearer {token}", "content-type": "application/json"},
+        )
+        assert response.status_code == 200 and response.json()["stored"] == 2
+        time.sleep(0.5)
+    row = sc.rollout(committed_database, setup.rollout_id)
+    assert row.state == "rolled_back"
+    decision = sc.decisions(committed_database, setup.rollout_id)[-1]
+    assert decision.kind == "guard_latency_regression"
+    assert decision.task_id is not None

@@ -7,8 +7,7 @@ from control.automation.verdicts import (
     judge_probation,
     probation_backoff_seconds,
 )
-from control.models import ThresholdSet
-from tests.control.automation.scenario import THRESHOLDS
+from tests.control.automation.scenario import threshold_row
 
 
 def _health(**overrides: object) -> PoolHealth:
@@ -25,7 +24,7 @@ def _health(**overrides: object) -> PoolHealth:
 
 
 def test_probation_backoff_doubles_with_each_disable() -> None:
-    thresholds = ThresholdSet(**(THRESHOLDS | {"cooldown_seconds": 60}))
+    thresholds = threshold_row(cooldown_seconds=60)
     assert [probation_backoff_seconds(thresholds, n) for n in (1, 2, 3, 4)] == [60, 120, 240, 480]
 
 
@@ -37,7 +36,7 @@ def test_memory_pressure_needs_half_the_healthy_workers() -> None:
 
 
 def test_probation_waits_for_cooldown_and_for_memory_to_clear() -> None:
-    thresholds = ThresholdSet(**(THRESHOLDS | {"cooldown_seconds": 10}))
+    thresholds = threshold_row(cooldown_seconds=10)
     reason = GuardReason.MEMORY_PRESSURE.value
 
     def judge(seconds: float, count: int, **health: object) -> Action:

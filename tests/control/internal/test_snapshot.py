@@ -54,6 +54,7 @@ def test_snapshot_compiles_every_part_of_the_live_state(
         "baseline_pool_id": world.baseline_pool.id,
         "state": RolloutState.CANARY,
         "percentage": 5.0,
+        "holdout_percentage": 0.0,  # a holdout only at full
         "cohort_salt": "salt-123",
         "version": 4,
     }

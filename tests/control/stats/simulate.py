@@ -1,13 +1,23 @@
 """Vectorized simulators shared by the statistics tests (seeded by the caller)."""
 
+from types import SimpleNamespace
+
 import numpy as np
 from numpy.typing import NDArray
 
+from control.contract import TelemetryWindow
 from control.contract.telemetry import LATENCY_BUCKETS_MS
 from control.stats import AcceptanceCounts
+from control.telemetry.service import row_values
 
 EDGES = np.asarray(LATENCY_BUCKETS_MS)
 BUCKETS = len(LATENCY_BUCKETS_MS) + 1
+
+
+def window_row(window: TelemetryWindow) -> SimpleNamespace:
+    """The window as the telemetry table stores it (same columns, same JSON documents)."""
+    known = {window.rollout_id} if window.rollout_id is not None else set()
+    return SimpleNamespace(**row_values("test-gateway", window, known))
 
 
 def bucketize(samples_ms: NDArray[np.float64]) -> NDArray[np.int64]:

@@ -1,0 +1,161 @@
+"""Run scenarios many times (in worker processes) and summarize what the automation did.
+
+Each worker process has its own SQLite database (migrated with the real
+migrations, on /dev/shm when it exists) and its own automation app; a fresh
+database every `RUNS_PER_DATABASE` runs keeps queries at production size.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.decisions.runner import HEARTBEAT_EVERY, RunResult, run_scenario
+from bench.decisions.scenarios import BY_NAME, Expect, Scenario
+from control.automation.celery_app import AutomationCelery, create_celery_app
+from control.migrate import upgrade
+from control.settings import ControlSettings
+
+RUNS_PER_DATABASE = 40
+# Heartbeats arrive every HEARTBEAT_EVERY windows in a simulation (see runner.py).
+STALE_AFTER_S = HEARTBEAT_EVERY * 10 + 15
+
+_app: AutomationCelery | None = None
+_runs_on_app = 0
+
+
+def simulation_app(directory: Path | None = None) -> AutomationCelery:
+    """A migrated SQLite database and an automation app on it (tasks applied eagerly)."""
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    data_dir = directory or Path(tempfile.mkdtemp(prefix="specroute-decisions-", dir=base))
+    url = f"sqlite:///{data_dir / 'control.db'}"
+    upgrade(url)
+    settings = ControlSettings(
+        data_dir=data_dir, database_url=url, worker_stale_after_seconds=STALE_AFTER_S
+    )
+    return create_celery_app(settings)
+
+
+def _worker_run(job: tuple[str, int]) -> RunResult:
+    global _app, _runs_on_app
+    if _app is None or _runs_on_app >= RUNS_PER_DATABASE:
+        if _app is not None:
+            _app.database.dispose()
+        _app, _runs_on_app = simulation_app(), 0
+    _runs_on_app += 1
+    name, seed = job
+    return run_scenario(_app, BY_NAME[name], seed)
+
+
+def _quiet() -> None:
+    logging.disable(logging.WARNING)
+
+
+def run_many(
+    scenarios: Sequence[Scenario],
+    runs: int,
+    *,
+    jobs: int = 1,
+    seed: int = 0,
+    progress: Callable[[str, int, int, int], None] | None = None,
+) -> dict[str, list[RunResult]]:
+    """`runs` runs of each scenario (seeds seed..seed+runs-1), in `jobs` processes."""
+    work = [(s.name, seed + i) for s in scenarios for i in range(runs)]
+    results: dict[str, list[RunResult]] = {s.name: [] for s in scenarios}
+    for result in _imap(work, jobs):
+        done = results[result.scenario]
+        done.append(result)
+        if progress is not None:
+            progress(result.scenario, len(done), runs, sum(r.right for r in done))
+    return results
+
+
+def _imap(work: list[tuple[str, int]], jobs: int) -> Iterator[RunResult]:
+    if jobs <= 1:
+        _quiet()
+        yield from map(_worker_run, work)
+        return
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    with context.Pool(jobs, initializer=_quiet) as pool:
+        yield from pool.imap_unordered(_worker_run, work)
+
+
+@dataclass(frozen=True)
+class Summary:
+    scenario: Scenario
+    runs: int
+    right: int
+    false_flips: int  # disables/rollbacks where none was right (before any onset)
+    promotions_wrong: int
+    delays: list[int]
+    reaction_note: str
+
+    @property
+    def right_rate(self) -> float:
+        return self.right / self.runs if self.runs else 0.0
+
+
+def summarize(scenario: Scenario, results: list[RunResult]) -> Summary:
+    false_flips = 0
+    promotions_wrong = 0
+    for r in results:
+        failure = r.first(frozenset({"rollback", "disable"}))
+        wrong_flip = failure is not None and (
+            scenario.expect in (Expect.NO_FLIP, Expect.FULL, Expect.NO_FALSE_FLIP)
+            or (scenario.expect is Expect.DETECT and r.delay is not None and r.delay <= 0)
+        )
+        false_flips += wrong_flip
+        promoted = r.first(frozenset({"promote"}))
+        promotions_wrong += promoted is not None and scenario.expect in (
+            Expect.NO_FLIP,
+            Expect.DISABLE,
+        )
+    delays = sorted(r.delay for r in results if r.delay is not None and r.delay > 0)
+    notes = [r.note for r in results if not r.right]
+    return Summary(
+        scenario=scenario,
+        runs=len(results),
+        right=sum(r.right for r in results),
+        false_flips=false_flips,
+        promotions_wrong=promotions_wrong,
+        delays=delays,
+        reaction_note=_common(notes),
+    )
+
+
+def _common(notes: list[str]) -> str:
+    if not notes:
+        return ""
+    counts: dict[str, int] = {}
+    for note in notes:
+        key = note.split(":")[0][:60]
+        counts[key] = counts.get(key, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:2]
+    return "; ".join(f"{n}x {k}" for k, n in top)
+
+
+def delay_cell(delays: list[int]) -> str:
+    if not delays:
+        return ""
+    within = sum(d <= 3 for d in delays) / len(delays)
+    p90 = delays[min(len(delays) - 1, int(0.9 * len(delays)))]
+    return (
+        f"median {statistics.median(delays):g}, p90 {p90}, max {delays[-1]}; "
+        f"<= 3 windows: {within:.0%}"
+    )
+
+
+def default_jobs() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def elapsed(start: float) -> str:
+    return f"{time.monotonic() - start:.0f} s"

@@ -1,0 +1,194 @@
+"""Sequential tests that stay valid however often they are looked at.
+
+The automation re-reads a rollout's evidence every guard tick (15 s) and every
+evaluation (60 s), for as long as the rollout is exposed. A fixed-sample test
+looked at that often rejects a true null far more often than its level says
+(the reason issue 10's null scenario was disabled in 19 % of runs). Every test
+that can flip a rollout is therefore built on a nonnegative supermartingale
+under its null, so Ville's inequality bounds the chance that it *ever* crosses
+its boundary, whenever and however often it is read:
+
+- **Page's CUSUM on Gaussian log-likelihood ratios** (change detection: a
+  regression that starts mid-stage or after `full`). The data arrive as blocks
+  b = 1, 2, ... each with an estimate x_b of the effect (e.g. the load-matched
+  log slowdown of the spec arm) and its variance v_b. For the null "effect <=
+  mu0" against the shifted alternative "effect = mu0 + d" one block's log
+  likelihood ratio is
+
+      l_b(d) = (d / v_b) * (x_b - mu0 - d / 2),
+
+  and the CUSUM is S_b = max(0, S_{b-1} + l_b). S_b >= h means that the SPRT
+  started at *some* earlier block has crossed h. Under the null, each of those
+  SPRTs crosses with probability <= e^-h (Ville), so over a horizon of H blocks
+  and J design shifts d_1..d_J (run side by side, because the size of a real
+  regression is unknown) the chance of any false alarm is <= H J e^-h. The
+  threshold h = ln(H J / alpha) spends exactly the budget alpha.
+- **The normal-mixture confidence sequence** (Robbins) for an effect estimated
+  from blocks with inverse-variance weights: with information I = sum 1 / v_b
+  and estimate theta_hat = sum(x_b / v_b) / I, the mixture over effects
+  N(0, rho^2) of the likelihood ratios is a martingale, and
+
+      |theta_hat - theta| <= sqrt(2 (1 + I rho^2) / (I^2 rho^2)
+                                   * (ln(1 / alpha) + ln(1 + I rho^2) / 2))
+
+  holds for all blocks simultaneously with probability >= 1 - alpha. Promotion
+  asks that its lower end clear `min_speedup`.
+
+Assumption: the block estimates are independent and close to Gaussian with the
+stated variances (each block holds at least `min_block_requests` requests per
+arm, and a mean of log latencies or of errors over that many requests is).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from control.stats.errors import StatsError
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEstimate:
+    """One block's estimate of the effect and its variance (> 0)."""
+
+    estimate: float
+    variance: float
+    first_slot: int  # index of the first time slot (window start) in the block
+    last_slot: int
+
+
+class CusumResult(BaseModel):
+    """A CUSUM monitor's state after the last complete block, as decision evidence."""
+
+    model_config = ConfigDict(frozen=True)
+
+    null_value: float
+    shifts: tuple[float, ...]
+    alpha: float
+    horizon_blocks: int
+    threshold: float
+    blocks: int
+    statistic: float  # max over the shifts of S at the last block
+    peak: float  # max over blocks and shifts (what the alarm compares)
+    alarm: bool
+    alarm_block: int | None  # 0-based block index of the first crossing
+    alarm_shift: float | None
+    last_estimate: float | None
+
+    @property
+    def budget_spent(self) -> float:
+        """Share of the horizon's budget spent so far (each block starts one more SPRT)."""
+        return min(self.blocks / self.horizon_blocks, 1.0) * self.alpha
+
+
+def cusum_threshold(alpha: float, horizon_blocks: int, shifts: int) -> float:
+    """h = ln(H J / alpha): P(any false alarm within H blocks) <= alpha."""
+    if not 0 < alpha < 1:
+        raise StatsError(f"alpha {alpha} must lie in (0, 1)")
+    if horizon_blocks < 1 or shifts < 1:
+        raise StatsError("the horizon and the number of shifts must be at least 1")
+    return math.log(horizon_blocks * shifts / alpha)
+
+
+def gaussian_cusum(
+    blocks: Sequence[BlockEstimate],
+    *,
+    null_value: float,
+    shifts: Sequence[float],
+    alpha: float,
+    horizon_blocks: int,
+) -> CusumResult:
+    """Page's CUSUM for "effect > null_value", one per design shift, Bonferroni over shifts."""
+    if not shifts or min(shifts) <= 0:
+        raise StatsError("design shifts must be positive")
+    threshold = cusum_threshold(alpha, horizon_blocks, len(shifts))
+    sums = [0.0] * len(shifts)
+    peak = 0.0
+    alarm_block: int | None = None
+    alarm_shift: float | None = None
+    for index, block in enumerate(blocks):
+        if block.variance <= 0:
+            raise StatsError(f"block {index} has non-positive variance {block.variance}")
+        centred = block.estimate - null_value
+        for j, shift in enumerate(shifts):
+            llr = shift / block.variance * (centred - shift / 2)
+            sums[j] = max(0.0, sums[j] + llr)
+            if sums[j] > peak:
+                peak = sums[j]
+            if alarm_block is None and sums[j] >= threshold:
+                alarm_block, alarm_shift = index, shift
+    return CusumResult(
+        null_value=null_value,
+        shifts=tuple(shifts),
+        alpha=alpha,
+        horizon_blocks=horizon_blocks,
+        threshold=threshold,
+        blocks=len(blocks),
+        statistic=max(sums) if blocks else 0.0,
+        peak=peak,
+        alarm=alarm_block is not None,
+        alarm_block=alarm_block,
+        alarm_shift=alarm_shift,
+        last_estimate=blocks[-1].estimate if blocks else None,
+    )
+
+
+def llr_cusum(increments: Sequence[float], threshold: float) -> tuple[float, float, int | None]:
+    """CUSUM over ready-made log-likelihood-ratio increments: (last S, peak, first alarm)."""
+    total, peak = 0.0, 0.0
+    first: int | None = None
+    for index, llr in enumerate(increments):
+        total = max(0.0, total + llr)
+        peak = max(peak, total)
+        if first is None and total >= threshold:
+            first = index
+    return total, peak, first
+
+
+class ConfidenceSequence(BaseModel):
+    """An always-valid interval for an effect from inverse-variance weighted blocks."""
+
+    model_config = ConfigDict(frozen=True)
+
+    estimate: float
+    lower: float
+    upper: float
+    information: float  # sum of 1 / variance
+    blocks: int
+    alpha: float
+    mixture_scale: float
+
+
+def mixture_radius(information: float, alpha: float, mixture_scale: float) -> float:
+    """Half-width of the normal-mixture confidence sequence at `information` (see above)."""
+    if information <= 0:
+        return math.inf
+    if not 0 < alpha < 1 or mixture_scale <= 0:
+        raise StatsError("need 0 < alpha < 1 and a positive mixture scale")
+    ir2 = information * mixture_scale**2
+    return math.sqrt(
+        2 * (1 + ir2) / (information * ir2) * (math.log(1 / alpha) + math.log1p(ir2) / 2)
+    )
+
+
+def confidence_sequence(
+    blocks: Sequence[BlockEstimate], *, alpha: float, mixture_scale: float
+) -> ConfidenceSequence | None:
+    """Inverse-variance weighted estimate with its always-valid interval; None without blocks."""
+    if not blocks:
+        return None
+    information = sum(1 / b.variance for b in blocks)
+    estimate = sum(b.estimate / b.variance for b in blocks) / information
+    radius = mixture_radius(information, alpha, mixture_scale)
+    return ConfidenceSequence(
+        estimate=estimate,
+        lower=estimate - radius,
+        upper=estimate + radius,
+        information=information,
+        blocks=len(blocks),
+        alpha=alpha,
+        mixture_scale=mixture_scale,
+    )
