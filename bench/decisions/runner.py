@@ -40,7 +40,7 @@ FLUSH_DELAY_S = 1
 HEARTBEAT_OFFSET_S = 5
 # Each spec worker beats every HEARTBEAT_EVERY windows (staggered), so the staleness
 # limit of a simulation is longer than the default (see SIMULATION_SETTINGS).
-HEARTBEAT_EVERY = 4
+HEARTBEAT_EVERY = 8
 FLIP_ACTIONS = frozenset({"promote", "pause", "rollback", "disable", "enable"})
 STOPPING_ACTIONS = frozenset({"rollback", "disable", "pause"})
 

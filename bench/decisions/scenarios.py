@@ -140,6 +140,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "pays up to 25 % of the traffic, loses beyond",
         spec=replace(GOOD, tpot_ms=5.0 / 1.4, load_slope=0.3),
         expect=Expect.LOAD_CAPPED,
+        windows=100,
     ),
     Scenario(
         "weak",

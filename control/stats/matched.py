@@ -109,28 +109,64 @@ def latency_blocks(
     exposure would mix a latency that changed over time (a regression, a new stage)
     into the spread and blunt the very change the monitor looks for.
     """
-    blocks: list[BlockEstimate] = []
-    acc_s = np.zeros((N_STRATA, 3))
-    acc_b = np.zeros((N_STRATA, 3))
-    start = first
-    for t in range(first, spec.slots):
-        acc_s += spec.moments[t, :, metric]
-        acc_b += baseline.moments[t, :, metric]
-        diff = matched_difference(acc_s, acc_b, spec_variance, baseline_variance, min_bucket)
-        if (
-            diff is not None
-            and diff.spec_requests >= min_requests
-            and diff.baseline_requests >= min_requests
-        ):
-            block_spec = pooled_log_variance(acc_s, _BLOCK_MIN_DOF) or spec_variance
-            block_base = pooled_log_variance(acc_b, _BLOCK_MIN_DOF) or baseline_variance
-            diff = matched_difference(acc_s, acc_b, block_spec, block_base, min_bucket)
-            assert diff is not None
-            blocks.append(BlockEstimate(diff.estimate, diff.variance, start, t))
-            acc_s = np.zeros((N_STRATA, 3))
-            acc_b = np.zeros((N_STRATA, 3))
+    spec_m = spec.moments[first:, :, metric]  # [T, N_STRATA, 3]
+    base_m = baseline.moments[first:, :, metric]  # [T, N_STRATA, 3]
+    bounds = _block_bounds(spec_m[:, :, 0], base_m[:, :, 0], min_requests, min_bucket)
+    if not bounds:
+        return []
+    starts = np.asarray([a for a, _ in bounds])
+    spec_b = np.add.reduceat(spec_m, starts, axis=0)[: len(bounds)]  # [B, N_STRATA, 3]
+    base_b = np.add.reduceat(base_m, starts, axis=0)[: len(bounds)]  # [B, N_STRATA, 3]
+    # reduceat sums up to the next start; the last block ends at its own last slot.
+    last_a, last_b = bounds[-1]
+    spec_b[-1] = spec_m[last_a : last_b + 1].sum(axis=0)
+    base_b[-1] = base_m[last_a : last_b + 1].sum(axis=0)
+    var_s = _block_variances(spec_b, spec_variance)  # [B]
+    var_b = _block_variances(base_b, baseline_variance)  # [B]
+    matched = (spec_b[:, :, 0] > 0) & (base_b[:, :, 0] > 0) & (_LOAD_INDEX >= min_bucket)
+    ns = np.where(matched, spec_b[:, :, 0], 1.0)  # [B, N_STRATA]
+    nb = np.where(matched, base_b[:, :, 0], 1.0)
+    gaps = spec_b[:, :, 1] / ns - base_b[:, :, 1] / nb  # [B, N_STRATA]
+    information = np.where(matched, 1.0 / (var_s[:, None] / ns + var_b[:, None] / nb), 0.0)
+    total = information.sum(axis=1)  # [B]
+    estimates = (information * gaps).sum(axis=1) / total
+    return [
+        BlockEstimate(float(estimates[i]), float(1.0 / total[i]), first + a, first + b)
+        for i, (a, b) in enumerate(bounds)
+    ]
+
+
+def _block_bounds(
+    spec_n: NDArray[np.float64], base_n: NDArray[np.float64], min_requests: int, min_bucket: int
+) -> list[tuple[int, int]]:
+    """(first, last) slots of each complete block: the fewest consecutive slots holding
+    >= min_requests matched requests per arm. spec_n, base_n: [T, N_STRATA] counts."""
+    eligible = _LOAD_INDEX >= min_bucket
+    bounds: list[tuple[int, int]] = []
+    acc_s = np.zeros(N_STRATA)
+    acc_b = np.zeros(N_STRATA)
+    start = 0
+    for t in range(spec_n.shape[0]):
+        acc_s += spec_n[t]
+        acc_b += base_n[t]
+        matched = eligible & (acc_s > 0) & (acc_b > 0)
+        if acc_s[matched].sum() >= min_requests and acc_b[matched].sum() >= min_requests:
+            bounds.append((start, t))
+            acc_s[:] = 0.0
+            acc_b[:] = 0.0
             start = t + 1
-    return blocks
+    return bounds
+
+
+def _block_variances(blocks: NDArray[np.float64], fallback: float) -> NDArray[np.float64]:
+    """Each block's pooled within-bucket log variance; `fallback` below _BLOCK_MIN_DOF.
+    blocks: [B, N_STRATA, 3] -> [B]."""
+    n, s1, s2 = blocks[:, :, 0], blocks[:, :, 1], blocks[:, :, 2]
+    filled = n > 0
+    within = np.where(filled, s2 - s1**2 / np.where(filled, n, 1.0), 0.0).sum(axis=1)
+    dof = n.sum(axis=1) - filled.sum(axis=1)
+    pooled = np.maximum(within / np.maximum(dof, 1.0), MIN_LOG_VARIANCE)
+    return np.where(dof >= _BLOCK_MIN_DOF, pooled, fallback)
 
 
 def error_blocks(
