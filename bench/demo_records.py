@@ -52,18 +52,21 @@ def render_from_evidence(d: DecisionEvent) -> str:
             f"{_fmt(acceptance.get('mean_acceptance_length'))} over "
             f"{acceptance.get('drafts', 'n/a')} drafts"
         )
-    for metric in ("tpot", "e2e"):
-        comparison = stats.get(metric) or {}
-        speedup = comparison.get("speedup") or {}
-        mwu = comparison.get("mann_whitney") or {}
-        if speedup:
-            lines.append(
-                f"- {metric.upper()} speedup {_fmt(speedup.get('speedup'))} "
-                f"(CI {_fmt(speedup.get('lower'))}–{_fmt(speedup.get('upper'))}), medians "
-                f"{_fmt(speedup.get('median_spec_ms'), '.2f')} ms spec vs "
-                f"{_fmt(speedup.get('median_baseline_ms'), '.2f')} ms baseline; "
-                f"Mann-Whitney (spec slower) p = {_fmt(mwu.get('p_value'), '.3g')}"
-            )
+    monitor = stats.get("acceptance_monitor") or {}
+    if monitor:
+        lines.append(
+            f"- Acceptance monitor {monitor.get('decision', 'n/a')}: "
+            f"{monitor.get('requests', 'n/a')} requests, design effect "
+            f"{_fmt(monitor.get('design_effect'), '.2f')}"
+        )
+    for comparison in (stats.get("stage") or {}).values():
+        lines.append(
+            f"- {comparison.get('metric')} at matched load: speedup "
+            f"{_fmt(comparison.get('speedup'))} (always-valid interval "
+            f"{_fmt(comparison.get('lower'))}–{_fmt(comparison.get('upper'))}), "
+            f"{comparison.get('spec_requests', 'n/a')} spec / "
+            f"{comparison.get('baseline_requests', 'n/a')} baseline requests"
+        )
     for missing in stats.get("missing") or []:
         lines.append(f"- Missing: {missing}")
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ from control.pairs.endpoints import router as pairs_router
 from control.pools.endpoints import router as pools_router
 from control.rollouts.endpoints import router as rollouts_router
 from control.segments.endpoints import router as segments_router
+from control.telemetry.endpoints import router as telemetry_router
 from control.tenants.endpoints import router as tenants_router
 from control.thresholds.endpoints import router as thresholds_router
 
@@ -20,6 +21,7 @@ for router in (
     tenants_router,
     rollouts_router,
     decisions_router,
+    telemetry_router,
     audit_router,
 ):
     admin_router.include_router(router)

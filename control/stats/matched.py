@@ -123,7 +123,7 @@ def latency_blocks(
     base_b[-1] = base_m[last_a : last_b + 1].sum(axis=0)
     var_s = _block_variances(spec_b, spec_variance)  # [B]
     var_b = _block_variances(base_b, baseline_variance)  # [B]
-    matched = (spec_b[:, :, 0] > 0) & (base_b[:, :, 0] > 0) & (_LOAD_INDEX >= min_bucket)
+    matched = (spec_b[:, :, 0] > 0) & (base_b[:, :, 0] > 0) & (min_bucket <= _LOAD_INDEX)
     ns = np.where(matched, spec_b[:, :, 0], 1.0)  # [B, N_STRATA]
     nb = np.where(matched, base_b[:, :, 0], 1.0)
     gaps = spec_b[:, :, 1] / ns - base_b[:, :, 1] / nb  # [B, N_STRATA]
@@ -141,7 +141,7 @@ def _block_bounds(
 ) -> list[tuple[int, int]]:
     """(first, last) slots of each complete block: the fewest consecutive slots holding
     >= min_requests matched requests per arm. spec_n, base_n: [T, N_STRATA] counts."""
-    eligible = _LOAD_INDEX >= min_bucket
+    eligible = min_bucket <= _LOAD_INDEX
     bounds: list[tuple[int, int]] = []
     acc_s = np.zeros(N_STRATA)
     acc_b = np.zeros(N_STRATA)

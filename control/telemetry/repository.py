@@ -79,3 +79,13 @@ def select_windows(
     if pair_version_id is not None:
         stmt = stmt.where(TelemetryWindowRow.pair_version_id == pair_version_id)
     return stmt.order_by(TelemetryWindowRow.window_start, TelemetryWindowRow.id)
+
+
+def windows_by_ids(session: Session, ids: Sequence[int]) -> list[TelemetryWindowRow]:
+    return list(
+        session.scalars(
+            select(TelemetryWindowRow)
+            .where(TelemetryWindowRow.id.in_(list(ids)))
+            .order_by(TelemetryWindowRow.id)
+        )
+    )

@@ -179,15 +179,16 @@ def _decision(
             "spec": {"requests": 18, "errors": 0, "window_ids": [3, 9]},
             "baseline": {"requests": 20, "errors": 0, "window_ids": [2]},
             "acceptance": {"alpha": 1.0, "mean_acceptance_length": 4.0, "drafts": 18},
-            "tpot": {
-                "speedup": {
+            "acceptance_monitor": {"decision": "accept", "requests": 18, "design_effect": 2.5},
+            "stage": {
+                "e2e_per_token": {
+                    "metric": "e2e_per_token",
                     "speedup": 0.464,
                     "lower": 0.211,
                     "upper": 1.059,
-                    "median_spec_ms": 68.13,
-                    "median_baseline_ms": 31.62,
+                    "spec_requests": 18,
+                    "baseline_requests": 20,
                 },
-                "mann_whitney": {"p_value": 0.01398},
             },
             "missing": [],
         },
@@ -201,7 +202,7 @@ def _decision(
         to_state=to_state,
         to_percentage=0.0,
         actor="automation",
-        reason="TPOT regression: spec slower (Mann-Whitney p = 0.014)",
+        reason="spec arm slower than baseline at matched load by more than 10%",
         has_record=has_record,
         evidence=evidence,
     )
@@ -228,8 +229,12 @@ async def test_write_records_keeps_control_records_and_renders_the_rest(tmp_path
     assert paths[1].read_text() == "# control record 13\n"
     rendered = paths[0].read_text()
     assert rendered.startswith("# Canary rollback: short-labels canary → rolled_back")
-    assert "TPOT regression: spec slower" in rendered
-    assert "TPOT speedup 0.464 (CI 0.211–1.059), medians 68.13 ms spec vs 31.62 ms" in rendered
+    assert "spec arm slower than baseline at matched load" in rendered
+    assert "- Acceptance monitor accept: 18 requests, design effect 2.50" in rendered
+    assert (
+        "- e2e_per_token at matched load: speedup 0.464 (always-valid interval 0.211–1.059), "
+        "18 spec / 20 baseline requests" in rendered
+    )
     assert "- spec arm: 18 requests, 0 errors, 2 windows" in rendered
 
 
