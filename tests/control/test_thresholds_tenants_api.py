@@ -52,6 +52,38 @@ def test_threshold_change_creates_a_new_version(
     assert audit.after is not None and audit.after["min_speedup"] == 1.3
 
 
+def test_degenerate_acceptance_tests_and_margins_are_refused(
+    app_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    url = "/admin/v1/threshold-sets"
+    for name, bad in (
+        ("zero-min", {"min_acceptance_rate": 0.0}),
+        ("no-room", {"min_acceptance_rate": 0.95, "acceptance_indifference": 0.05}),
+        ("tiny-zone", {"acceptance_indifference": 0.001}),
+        ("no-margin", {"latency_margin": 0.0}),
+        ("no-holdout", {"holdout_percentage": 0.0}),
+        ("no-budget", {"false_alarm_rate": 0.0}),
+    ):
+        response = app_client.post(
+            url, json={"name": name, **THRESHOLDS, **bad}, headers=admin_headers
+        )
+        assert response.status_code == 422, (name, response.text)
+    created = app_client.post(url, json={"name": "ok", **THRESHOLDS}, headers=admin_headers)
+    assert created.status_code == 201
+    body = created.json()
+    # The defaults every new field gets.
+    assert (body["false_alarm_rate"], body["holdout_percentage"]) == (0.01, 5.0)
+    assert (body["acceptance_indifference"], body["latency_margin"]) == (0.1, 0.1)
+    # A change that is valid alone but makes the merged set degenerate: 422, not 500.
+    merged = app_client.post(
+        f"{url}/{body['id']}/versions",
+        json={"acceptance_indifference": 0.5, "min_acceptance_rate": 0.6},
+        headers=admin_headers,
+    )
+    assert merged.status_code == 422, merged.text
+    assert "min_acceptance_rate + acceptance_indifference" in merged.json()["error"]["message"]
+
+
 def test_tenant_keys_are_shown_once_and_stored_hashed(
     app_client: TestClient, admin_headers: dict[str, str], session: Session
 ) -> None:

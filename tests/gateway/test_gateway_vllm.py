@@ -191,6 +191,16 @@ def test_telemetry_record_carries_engine_spec_metrics(gateway: GatewayServer) ->
     assert sum(w.drafts for w in spec) > 0
     assert sum(w.drafted_tokens for w in spec) >= sum(w.accepted_tokens for w in spec)
     assert spec[0].pair_version_id == 7 and spec[0].rollout_id == 11
+    # Each request's load at dispatch, its end-to-end time per token and its acceptance
+    # moments, from the engine's own per-request spec metrics.
+    dispatched = sum(w.load.dispatched for w in spec)
+    assert dispatched == sum(w.requests for w in spec) >= 2
+    assert sum(s.requests for w in spec for s in w.by_load) == dispatched
+    assert all(s.e2e_per_token.sum_log is not None for w in spec for s in w.by_load)
+    moments = [w.request_acceptance for w in spec]
+    assert sum(m.requests for m in moments) == dispatched
+    assert sum(m.accepted for m in moments) == sum(w.accepted_tokens for w in spec)
+    assert sum(m.judged for m in moments) >= sum(m.accepted for m in moments) > 0
 
 
 def test_fallback_to_baseline_when_spec_engine_is_down(
@@ -206,6 +216,9 @@ def test_fallback_to_baseline_when_spec_engine_is_down(
         )
         assert raw.headers["x-specroute-decision"] == "arm=baseline; reason=pool_unavailable"
         assert raw.parse().usage.completion_tokens == 5  # type: ignore[union-attr]
+        # A request forced to the baseline is not the rollout's evidence: no rollout id.
+        windows = gw.windows(requests=1)
+        assert [(w.arm, w.rollout_id) for w in windows] == [(Arm.BASELINE, None)]
 
 
 def test_fallback_to_spec_when_baseline_engine_is_down(

@@ -1,6 +1,7 @@
 """Guards and probation through a real Celery worker."""
 
 import time
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from fastapi.testclient import TestClient
@@ -10,10 +11,14 @@ from control.app import create_app
 from control.automation.celery_app import AutomationCelery
 from control.automation.dispatch import GuardDispatch
 from control.automation.evidence import sprt_config
+from control.automation.health import spec_pool_health
+from control.clock import use_clock
 from control.db import Database
-from control.models import TelemetryWindowRow, ThresholdSet
+from control.models import Rollout, TelemetryWindowRow, ThresholdSet
+from control.settings import ControlSettings
 from control.stats import AcceptanceMonitor, SprtDecision, build_panel, monitor_acceptance
 from control.stats.panel import window_arrays
+from control.workers.service import sweep_stale_workers
 from tests.control.automation import scenario as sc
 
 
@@ -217,3 +222,30 @@ def test_a_regression_is_judged_as_soon_as_its_telemetry_lands(
     decision = sc.decisions(committed_database, setup.rollout_id)[-1]
     assert decision.kind == "guard_latency_regression"
     assert decision.task_id is not None
+
+
+def test_a_draft_outage_is_timed_from_the_last_heartbeat_not_from_the_sweep(
+    committed_database: Database,
+) -> None:
+    settings = ControlSettings(worker_stale_after_seconds=15.0)
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    now = start
+
+    def clock() -> datetime:
+        return now
+
+    with use_clock(clock):
+        setup = sc.create_rollout(committed_database)
+        sc.heartbeat(committed_database, setup, "spec-w1")  # the worker's last beat
+        # The staleness sweep only runs 100 s later (say control was busy or down).
+        now = start + timedelta(seconds=100)
+        with committed_database.session() as s:
+            assert sweep_stale_workers(s, stale_after=timedelta(seconds=15), now=now) == ["spec-w1"]
+        now = start + timedelta(seconds=110)
+        with committed_database.session() as s:
+            rollout = s.get(Rollout, setup.rollout_id)
+            assert rollout is not None
+            health = spec_pool_health(s, rollout, settings, now)
+    assert not health.draft_available
+    # 110 s since the last beat, not the 10 s since the sweep noticed.
+    assert health.unavailable_seconds == 110.0
