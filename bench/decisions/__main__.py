@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from collections import Counter
@@ -34,6 +35,22 @@ def _table(summaries: list[Summary]) -> list[str]:
         lines.append(
             f"| {s.scenario.name} | {s.runs} | {s.right_rate:.1%} | {s.false_flips} | "
             f"{s.promotions_wrong} | {delay_cell(s.delays)} | {s.reaction_note} |"
+        )
+    return lines
+
+
+def _guard_costs(summaries: list[Summary]) -> list[str]:
+    lines = [
+        "| guard (scenario) | flips | windows to act: median | p90 | max |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        if not s.delays:
+            continue
+        d = s.delays
+        lines.append(
+            f"| {s.guard} ({s.scenario.name}) | {len(d)} | {statistics.median(d):g} | "
+            f"{d[min(len(d) - 1, int(0.9 * len(d)))]} | {d[-1]} |"
         )
     return lines
 
@@ -67,10 +84,15 @@ def _section(summaries: list[Summary], command: str, started: datetime, seconds:
             *_table(summaries),
             "",
             "Detection delay: telemetry windows of regressed traffic the control plane had "
-            "ingested when the rollout was rolled back or disabled (a guard tick every 15 s "
-            "sees one or two new 10 s windows). Distribution (delay: runs):",
+            "ingested when the rollout was rolled back or disabled (guards run every 15 s "
+            "and when a batch lands). Distribution (delay: runs):",
             "",
             *_distributions(summaries),
+            "",
+            "What each guard costs, in windows from the onset of the problem (weak pair: "
+            "from the start of the canary) to the flip, over the runs where it acted:",
+            "",
+            *_guard_costs(summaries),
             "",
         ]
     )

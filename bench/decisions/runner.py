@@ -388,6 +388,9 @@ def judge(scenario: Scenario, result: RunResult) -> None:
             and not (scenario.never_promote and promoted_first)
         )
         result.note = _describe(failure)
+        if failure is not None and result.right:
+            # What the guard cost: windows from the onset (or the start) to the flip.
+            result.delay = failure.windows_ingested - (result.onset_window or 0)
     elif expect is Expect.DETECT:
         onset = result.onset_window
         if failure is None or onset is None:

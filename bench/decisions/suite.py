@@ -97,6 +97,7 @@ class Summary:
     promotions_wrong: int
     delays: list[int]
     reaction_note: str
+    guard: str  # the decision kind that acted most often
 
     @property
     def right_rate(self) -> float:
@@ -120,6 +121,7 @@ def summarize(scenario: Scenario, results: list[RunResult]) -> Summary:
         )
     delays = sorted(r.delay for r in results if r.delay is not None and r.delay > 0)
     notes = [r.note for r in results if not r.right]
+    kinds = [f.kind for r in results for f in r.flips if f.action in ("rollback", "disable")]
     return Summary(
         scenario=scenario,
         runs=len(results),
@@ -128,6 +130,7 @@ def summarize(scenario: Scenario, results: list[RunResult]) -> Summary:
         promotions_wrong=promotions_wrong,
         delays=delays,
         reaction_note=_common(notes),
+        guard=max(set(kinds), key=kinds.count) if kinds else "",
     )
 
 
