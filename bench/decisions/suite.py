@@ -20,7 +20,8 @@ from pathlib import Path
 
 from bench.decisions.runner import HEARTBEAT_EVERY, RunResult, run_scenario
 from bench.decisions.scenarios import BY_NAME, Expect, Scenario
-from control.automation.celery_app import AutomationCelery, create_celery_app
+from control.automation.app import create_celery_app
+from control.automation.celery_app import AutomationCelery
 from control.migrate import upgrade
 from control.settings import ControlSettings
 

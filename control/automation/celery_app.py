@@ -1,4 +1,7 @@
-"""The Celery app: broker and result backend from `ControlSettings`, beat schedule.
+"""The Celery app class and its configuration: broker and result backend from
+`ControlSettings`, delivery semantics, beat schedule. The tasks register on it in
+`control.automation.app.create_celery_app` (tasks import this module, never the
+other way round).
 
 Delivery semantics (why the jobs are written the way they are):
 
@@ -67,14 +70,7 @@ def beat_schedule(settings: ControlSettings) -> dict[str, dict[str, Any]]:
     }
 
 
-def create_celery_app(
-    settings: ControlSettings, *, queue: str = "specroute-automation"
-) -> AutomationCelery:
-    app = AutomationCelery(
-        settings,
-        broker=settings.resolved_broker_url(),
-        backend=settings.resolved_result_backend(),
-    )
+def configure(app: AutomationCelery, settings: ControlSettings, queue: str) -> None:
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -91,7 +87,3 @@ def create_celery_app(
         # The beat schedule file lives with the other embedded state.
         beat_schedule_filename=str(settings.data_dir / "celerybeat-schedule"),
     )
-    from control.automation.tasks import register_tasks
-
-    register_tasks(app)
-    return app

@@ -28,7 +28,7 @@ class GuardDispatch:
         self._lock = threading.Lock()
 
     def _celery(self) -> "AutomationCelery":
-        from control.automation.celery_app import create_celery_app
+        from control.automation.app import create_celery_app
 
         with self._lock:
             if self._app is None:

@@ -71,6 +71,8 @@ SHIFT_MULTIPLES = (0.25, 0.5, 1.0, 2.0, 4.0)
 # Scale (in log-latency units) of the normal mixture behind the promotion interval:
 # it is tightest for effects of about this size (10 %).
 MIXTURE_SCALE = 0.1
+# ... and of the error-rate difference's interval: tightest around 5 points.
+ERROR_MIXTURE_SCALE = 0.05
 SATURATION_WINDOWS = 4
 
 
@@ -152,6 +154,8 @@ class ErrorGuard(BaseModel):
     spec_rate: float | None
     baseline_rate: float | None
     cusum: CusumResult
+    # This stage's error-rate difference (spec - baseline) with its always-valid interval.
+    stage: ConfidenceSequence | None
 
 
 class Saturation(BaseModel):
@@ -410,11 +414,19 @@ class _Builder:
             alpha=family_alpha(self.t),
             horizon_blocks=self.t.false_alarm_horizon_windows,
         )
+        stage_blocks = error_blocks(
+            self.spec, self.base, min_requests=self.t.min_block_requests, first=self.stage_first
+        )
         return ErrorGuard(
             margin=margin,
             spec_rate=int(self.spec.errors.sum()) / spec_n,
             baseline_rate=base_rate,
             cusum=cusum,
+            stage=confidence_sequence(
+                stage_blocks,
+                alpha=promotion_alpha(self.t, list(self.rollout.stages)),
+                mixture_scale=ERROR_MIXTURE_SCALE,
+            ),
         )
 
     def _saturation(self) -> Saturation:

@@ -183,10 +183,13 @@ def promotion_checks(evidence: Evidence, thresholds: ThresholdSet) -> dict[str, 
         and evidence.ttft_ratio <= 1 + thresholds.ttft_margin,
         "p95_within_margin": evidence.p95_ratio is not None
         and evidence.p95_ratio <= 1 + thresholds.latency_margin,
-        # NOTE: "no evidence of an error regression beyond the margin", not a point
+        # NOTE: "not confidently worse than the margin" over this stage, not a point
         # estimate: at a 1 % canary a few hundred requests put the spec arm's error rate a
-        # point above or below the baseline's by chance, and the monitor keeps watching.
-        "error_rate_within_margin": errors is not None and not errors.cusum.alarm,
+        # point above or below the baseline's by chance.
+        "error_rate_within_margin": errors is not None
+        and not errors.cusum.alarm
+        and errors.stage is not None
+        and errors.stage.lower <= errors.margin,
     }
 
 

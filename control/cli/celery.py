@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def _app() -> "AutomationCelery":
     # Imported here so other `specroute` commands do not pay for importing Celery.
-    from control.automation.celery_app import create_celery_app
+    from control.automation.app import create_celery_app
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)

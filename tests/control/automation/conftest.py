@@ -13,7 +13,8 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from kombu.transport import sqlalchemy as sql_transport
 
-from control.automation.celery_app import AutomationCelery, create_celery_app
+from control.automation.app import create_celery_app
+from control.automation.celery_app import AutomationCelery
 from control.settings import ControlSettings
 from tests.fixtures.services import require_redis
 

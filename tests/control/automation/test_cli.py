@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from control.automation.celery_app import create_celery_app
+from control.automation.app import create_celery_app
 from control.automation.tasks import task_name
 from control.migrate import upgrade
 from control.settings import ControlSettings

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import redis
 
-from control.automation.celery_app import create_celery_app
+from control.automation.app import create_celery_app
 from control.contract import SNAPSHOT_CHANNEL
 from control.migrate import upgrade
 from control.settings import ControlSettings
