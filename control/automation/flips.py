@@ -19,7 +19,6 @@ from control.automation import repository
 from control.automation.evidence import Evidence, json_safe
 from control.automation.records import RecordContext, render_record
 from control.automation.verdicts import Action, PoolHealth, Verdict
-from control.contract import RolloutState
 from control.db import Database
 from control.models import Decision, Rollout, utcnow
 from control.rollouts.service import transition_rollout
@@ -124,12 +123,6 @@ _ACTIONS = {
 }
 
 
-def _wants_record(action: Action, to_state: str) -> bool:
-    return action is Action.DISABLE or (
-        action is Action.PROMOTE and to_state == RolloutState.FULL.value
-    )
-
-
 def flip(
     session: Session,
     rollout: Rollout,
@@ -142,7 +135,6 @@ def flip(
 ) -> Outcome:
     """Apply the verdict with a compare-and-set on the version read; raises
     PreconditionFailed when someone else flipped first (the caller records it)."""
-    from_state, from_pct = rollout.state, rollout.percentage
     document = evidence_document(verdict, evidence, health, task_id, rollout)
     updated = transition_rollout(
         session,
@@ -157,27 +149,27 @@ def flip(
     )
     decision = repository.latest_decision(session, updated.id)
     assert decision is not None, "transition_rollout writes a decision row"
-    if _wants_record(verdict.action, updated.state):
-        decision.record_markdown = render_record(
-            RecordContext(
-                rollout=updated,
-                thresholds=updated.threshold_set,
-                from_state=from_state,
-                to_state=updated.state,
-                from_percentage=from_pct,
-                to_percentage=updated.percentage,
-                task_id=task_id,
-                decided_at=utcnow(),
-            ),
-            verdict,
-            evidence,
-            health,
-        )
+    decision.record_markdown = render_record(
+        RecordContext(
+            rollout=updated,
+            thresholds=updated.threshold_set,
+            decision=decision,
+            decided_at=utcnow(),
+        ),
+        verdict,
+        evidence,
+        health,
+    )
     if verdict.action is Action.DISABLE:
         updated.disabled_reason = verdict.code
     session.flush()
     log.info(
-        "rollout %s: %s %s → %s (%s)", rollout.id, verdict.action, from_state, updated.state, kind
+        "rollout %s: %s %s → %s (%s)",
+        rollout.id,
+        verdict.action,
+        decision.from_state,
+        updated.state,
+        kind,
     )
     return Outcome(
         rollout_id=rollout.id,

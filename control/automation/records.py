@@ -1,8 +1,6 @@
-"""The Markdown decision record (an ADR) written for promotions to full and disables.
-
-Sections: context, alternatives, evidence, assumptions, selected policy, reversal
-trigger, open risks. It is rendered from the same `Evidence` and `Verdict` the
-decision row stores, so the record can never disagree with the data.
+"""The automation's decision records: the shared ADR format (control.decisions.record),
+filled from the same `Evidence` and `Verdict` the decision row stores, so the record
+can never disagree with the data. Every automated flip gets one.
 """
 
 from dataclasses import dataclass
@@ -10,18 +8,15 @@ from datetime import datetime
 
 from control.automation.evidence import Evidence
 from control.automation.verdicts import Action, GuardReason, PoolHealth, Verdict
-from control.models import Rollout, ThresholdSet
+from control.decisions.record import RecordContent, facts, render, stage_change
+from control.models import Decision, Rollout, ThresholdSet
 
 
 @dataclass(frozen=True)
 class RecordContext:
     rollout: Rollout
     thresholds: ThresholdSet
-    from_state: str
-    to_state: str
-    from_percentage: float
-    to_percentage: float
-    task_id: str | None
+    decision: Decision
     decided_at: datetime
 
 
@@ -105,107 +100,118 @@ def _evidence_lines(evidence: Evidence | None, health: PoolHealth | None) -> lis
     return lines or ["- No telemetry in the evaluated windows."]
 
 
+_ASSUMPTIONS = [
+    "- Requests are independent; draft positions within a request are not (the "
+    "acceptance statistics divide by the measured design effect).",
+    "- Spec and baseline arms see the same request mix (sticky hash cohorts of one "
+    "segment; requests forced to an arm are not evidence), and latency is compared "
+    "only within the same load bucket.",
+]
+
+
+def _thresholds_line(t: ThresholdSet) -> str:
+    return (
+        f"- Thresholds: min acceptance {t.min_acceptance_rate:g} (+{t.acceptance_indifference:g} "
+        f"indifference), min speedup {t.min_speedup:g}, latency margin {t.latency_margin:g}, "
+        f"error margin {t.error_rate_margin:g}, false-alarm rate {t.false_alarm_rate:g} over "
+        f"{t.false_alarm_horizon_windows} windows, holdout {t.holdout_percentage:g} %, max KV "
+        f"usage {t.max_kv_cache_usage:g}."
+    )
+
+
+def _policy(verdict: Verdict, r: Rollout, t: ThresholdSet, to_state: str, pct: float) -> str:
+    if verdict.action is Action.PROMOTE:
+        if to_state == "full":
+            return (
+                f"The segment goes to the spec pool (pair version {r.pair_version_id}) but for "
+                f"a {t.holdout_percentage:g} % baseline holdout that keeps the monitors judging; "
+                f"baseline pool {r.baseline_pool_id} stays as the fallback."
+            )
+        return f"{pct:g} % of the segment's cohorts go to the spec arm (sticky: nobody leaves it)."
+    if verdict.action is Action.ENABLE:
+        return f"{pct:g} % of the segment's cohorts go to the spec arm again, on probation."
+    return (
+        f"The segment's traffic goes to the baseline pool {r.baseline_pool_id}; the spec arm "
+        "gets none."
+    )
+
+
+def _alternatives(verdict: Verdict) -> list[str]:
+    if verdict.action is Action.PROMOTE:
+        return [
+            "- Hold at the current stage: forgoes a speedup the evidence supports at the "
+            "next stage's load.",
+            "- Roll back: nothing in the evidence indicates a regression.",
+        ]
+    if verdict.action is Action.ENABLE:
+        return ["- Stay disabled: the cause has cleared and the cool-down has passed."]
+    if verdict.action is Action.PAUSE:
+        return [
+            "- Keep holding: more evaluations of the same kind would not change the answer.",
+            "- Roll back: nothing in the evidence says the spec arm does harm.",
+        ]
+    return [
+        "- Keep serving the spec arm: the evidence says it is worse or unsafe.",
+        "- Roll back (final, an admin restarts it) or disable (probation re-tests it): "
+        "canary and ramping roll back, full and probation disable.",
+        "- Pause: stops automation but leaves traffic exposed to the failing arm.",
+    ]
+
+
+def _reversal(verdict: Verdict, t: ThresholdSet) -> str:
+    if verdict.action in (Action.PROMOTE, Action.ENABLE):
+        return (
+            "The monitors keep watching: low acceptance, a latency or error regression "
+            "beyond its margin, memory pressure, a saturating pool or an unavailable draft "
+            "roll the rollout back (canary, ramping) or disable it (full, probation)."
+        )
+    if verdict.action is Action.DISABLE:
+        return (
+            f"Probation re-exposes {t.probation_percentage:g} % of the segment after "
+            f"{t.cooldown_seconds} s × 2^(disables - 1), once the cause has cleared; an admin "
+            "may enable it earlier."
+        )
+    if verdict.action is Action.PAUSE:
+        return "An admin resumes (or rolls back) the rollout."
+    return "An admin starts the rollout again (a fresh canary) once the cause is fixed."
+
+
+def _risks(verdict: Verdict) -> list[str]:
+    if verdict.action is Action.PROMOTE:
+        return [
+            "- The traffic mix can shift (new prompts, longer outputs) and move acceptance; "
+            "the monitors re-test it continuously.",
+            "- The next stage's load is a projection (Little's law from this stage's rate "
+            "and latency).",
+        ]
+    risks = [
+        "- The cause may be transient (a burst of unusual prompts, a restart); the spec "
+        "arm's gains are forgone meanwhile."
+    ]
+    if verdict.code == GuardReason.DRAFT_UNAVAILABLE:
+        risks.append("- The draft outage's root cause (crash, OOM, bad artifact) is unknown.")
+    return risks
+
+
 def render_record(
     ctx: RecordContext,
     verdict: Verdict,
     evidence: Evidence | None,
     health: PoolHealth | None = None,
 ) -> str:
-    r, t = ctx.rollout, ctx.thresholds
-    title = (
-        f"Promote rollout {r.name} to full"
-        if verdict.action is Action.PROMOTE
-        else f"{verdict.action.value.capitalize()} rollout {r.name}"
+    r, t, d = ctx.rollout, ctx.thresholds, ctx.decision
+    advice = [f"- Advice: {verdict.advice}."] if verdict.advice else []
+    content = RecordContent(
+        title=f"{verdict.action.value.capitalize()} rollout {r.name}: {d.from_state} "
+        f"{d.from_percentage:g} % → {d.to_state} {d.to_percentage:g} %",
+        facts=facts(r, d),
+        context=f"{verdict.reason}.",
+        alternatives=_alternatives(verdict),
+        evidence=_evidence_lines(evidence, health) + advice,
+        assumptions=[*_ASSUMPTIONS, _thresholds_line(t)],
+        policy=_policy(verdict, r, t, d.to_state, d.to_percentage),
+        rollout=stage_change(d, r),
+        reversal=_reversal(verdict, t),
+        risks=_risks(verdict),
     )
-    if verdict.action is Action.PROMOTE:
-        alternatives = [
-            "- Hold at the current stage: forgoes a measured speedup the evidence supports.",
-            "- Roll back: nothing in the evidence indicates a regression.",
-        ]
-        policy = (
-            f"All of the segment's traffic goes to the spec pool (pair version "
-            f"{r.pair_version_id}); baseline pool {r.baseline_pool_id} stays as the fallback."
-        )
-        reversal = (
-            f"Guards keep watching against a {t.holdout_percentage:g} % baseline holdout: the "
-            "rollout is disabled automatically on low acceptance, a latency or error "
-            "regression beyond its margin, memory pressure, a saturating pool or an "
-            "unavailable draft."
-        )
-        risks = [
-            "- Traffic mix shifts after full exposure (new prompts, longer outputs) can move "
-            "acceptance; the guards re-test it continuously.",
-            "- The holdout is small, so latency comparisons after full are matched only at "
-            "the loads the holdout meets.",
-        ]
-    else:
-        alternatives = [
-            "- Keep serving the spec arm: the guard's evidence says it is worse or unsafe.",
-            "- Roll back: final, would need an admin to restart; disable lets probation "
-            "re-test automatically.",
-            "- Pause: stops automation but leaves traffic exposed to the failing arm.",
-        ]
-        policy = (
-            f"The segment's traffic goes to the baseline pool {r.baseline_pool_id}; the spec "
-            "arm gets no traffic until probation re-enables it."
-        )
-        reversal = (
-            f"Probation re-exposes {t.probation_percentage:g} % of the segment after "
-            f"{t.cooldown_seconds} s × 2^(disables - 1), once the cause has cleared; an admin "
-            "may enable it earlier."
-        )
-        risks = [
-            "- The cause may be transient (a burst of unusual prompts, a restart); probation "
-            "will re-test, at the cost of slower decoding meanwhile.",
-        ]
-        if verdict.code == GuardReason.DRAFT_UNAVAILABLE:
-            risks.append("- The draft outage's root cause (crash, OOM, bad artifact) is unknown.")
-    lines = [
-        f"# {title}",
-        "",
-        f"- Rollout: {r.name} (id {r.id}), segment {r.segment_id}, "
-        f"pair version {r.pair_version_id}",
-        f"- Change: {ctx.from_state} {ctx.from_percentage:g} % → "
-        f"{ctx.to_state} {ctx.to_percentage:g} %",
-        f"- Decided at: {ctx.decided_at.isoformat()} by automation (task {ctx.task_id})",
-        f"- Threshold set: {t.name} v{t.version} (id {t.id})",
-        "",
-        "## Context",
-        "",
-        f"{verdict.reason}.",
-        "",
-        "## Alternatives considered",
-        "",
-        *alternatives,
-        "",
-        "## Evidence",
-        "",
-        *_evidence_lines(evidence, health),
-        "",
-        "## Assumptions",
-        "",
-        "- Requests are independent; draft positions within a request are not (the "
-        "acceptance statistics divide by the measured design effect).",
-        "- Spec and baseline arms see the same request mix (sticky hash cohorts of one "
-        "segment; requests forced to an arm are not evidence), and latency is compared "
-        "only within the same load bucket.",
-        f"- Thresholds: min acceptance {t.min_acceptance_rate:g} (+{t.acceptance_indifference:g} "
-        f"indifference), min speedup {t.min_speedup:g}, latency margin {t.latency_margin:g}, "
-        f"error margin {t.error_rate_margin:g}, false-alarm rate {t.false_alarm_rate:g} over "
-        f"{t.false_alarm_horizon_windows} windows, holdout {t.holdout_percentage:g} %, max KV "
-        f"usage {t.max_kv_cache_usage:g}.",
-        "",
-        "## Selected policy",
-        "",
-        policy,
-        "",
-        "## Reversal trigger",
-        "",
-        reversal,
-        "",
-        "## Open risks",
-        "",
-        *risks,
-        "",
-    ]
-    return "\n".join(lines)
+    return render(content)

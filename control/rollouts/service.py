@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
 from control.contract import EXPOSING_STATES, RolloutState
-from control.decisions.record import needs_record, render_record
+from control.decisions.record import render_manual
 from control.errors import Conflict, InvalidRequest, NotFound, stale_version
 from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
 from control.rollouts import repository as repo
@@ -211,8 +211,9 @@ def transition_rollout(
     )
     session.add(decision)
     session.flush()
-    if needs_record(decision.to_state):
-        decision.record_markdown = render_record(rollout, decision, reason)
+    # Every flip gets its record; the automation replaces this one with its own,
+    # rendered from the evidence its rule saw.
+    decision.record_markdown = render_manual(rollout, decision, reason)
     record_audit(
         session,
         actor=actor,

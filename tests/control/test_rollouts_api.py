@@ -6,6 +6,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from control.decisions.record import SECTIONS
 from control.models import AuditEvent, Decision, Rollout
 from control.snapshot.version import current_snapshot_version
 
@@ -68,7 +69,11 @@ def test_start_promote_to_full_writes_decisions_audit_and_bumps_snapshot(
     assert decisions[0].kind == "manual_start"
     assert decisions[-1].record_markdown is not None
     assert "rollout code-tiny → full" in decisions[-1].record_markdown
-    assert decisions[0].record_markdown is None
+    # Every flip gets its record, in the one ADR format.
+    start_record = decisions[0].record_markdown
+    assert start_record is not None and start_record.startswith("# Manual start: rollout")
+    for section in SECTIONS:
+        assert f"## {section}" in start_record
     actions = session.scalars(
         select(AuditEvent.action).where(AuditEvent.entity_type == "rollout").order_by(AuditEvent.id)
     ).all()
@@ -90,9 +95,22 @@ def test_start_promote_to_full_writes_decisions_audit_and_bumps_snapshot(
     assert record.status_code == 200
     assert record.headers["content-type"].startswith("text/markdown")
     assert record.text == decisions[-1].record_markdown
-    no_record = app_client.get(
-        f"/admin/v1/decisions/{decisions[0].id}/record", headers=admin_headers
+    # A hold (an inconclusive round the automation records) changes nothing: no record.
+    hold = Decision(
+        rollout_id=rid,
+        kind="hold",
+        from_state="full",
+        to_state="full",
+        from_percentage=100.0,
+        to_percentage=100.0,
+        rollout_version=5,
+        evidence={},
+        threshold_set_id=decisions[-1].threshold_set_id,
+        actor="automation",
     )
+    session.add(hold)
+    session.flush()
+    no_record = app_client.get(f"/admin/v1/decisions/{hold.id}/record", headers=admin_headers)
     assert no_record.status_code == 404
     assert no_record.json()["error"]["code"] == "record_not_found"
 

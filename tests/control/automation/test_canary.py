@@ -2,6 +2,7 @@
 
 from control.automation.celery_app import AutomationCelery
 from control.db import Database
+from control.decisions.record import SECTIONS
 from tests.control.automation import scenario as sc
 
 
@@ -41,19 +42,15 @@ def test_good_canary_walks_its_stages_to_full(
         assert len(stats["blocks"]["latency"]) == stage
     final = promotions[-1]
     assert final.to_state == "full" and final.record_markdown is not None
-    for section in (
-        "## Context",
-        "## Alternatives considered",
-        "## Evidence",
-        "## Assumptions",
-        "## Selected policy",
-        "## Reversal trigger",
-        "## Open risks",
-    ):
-        assert section in final.record_markdown
+    for section in SECTIONS:
+        assert f"## {section}" in final.record_markdown
     assert "e2e_per_token at matched load: speedup" in final.record_markdown
     assert "5 % baseline holdout" in final.record_markdown
-    assert all(d.record_markdown is None for d in promotions[:-1] if d.to_state != "full")
+    # Every automated flip has its record, from the evidence its rule saw.
+    for decision in promotions[:-1]:
+        assert decision.record_markdown is not None
+        assert decision.record_markdown.startswith("# Promote rollout")
+        assert "at matched load: speedup" in decision.record_markdown
     assert (
         sc.audit_actions(committed_database, setup.rollout_id).count(
             ("automation", "rollout.promote")

@@ -69,6 +69,10 @@ def test_low_acceptance_canary_is_rolled_back_when_its_monitor_first_rejects(
     assert monitor["effective_positions"] <= monitor["judged_positions"]
     assert decision.evidence["window_ids"] == sorted(windows)
     assert "the CUSUM of the SPRT" in decision.evidence["verdict"]["reason"]
+    # The rollback has its record too, with the monitor's numbers.
+    assert decision.record_markdown is not None
+    assert decision.record_markdown.startswith("# Rollback rollout")
+    assert "Acceptance monitor reject" in decision.record_markdown
     assert ("automation", "rollout.rollback") in sc.audit_actions(
         committed_database, setup.rollout_id
     )
