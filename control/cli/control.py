@@ -51,10 +51,15 @@ def serve(
     migrate_first: bool = typer.Option(
         True, "--migrate/--no-migrate", help="Upgrade the database to head before serving."
     ),
+    log_level: str = typer.Option(
+        "info", help="uvicorn log level; debug also shows snapshot polls and heartbeats."
+    ),
 ) -> None:
     """Serve the admin API (/admin/v1) and the internal API (/internal/v1) under uvicorn."""
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
+    from control.access_log import uvicorn_log_config
     from control.app import create_app
     from control.migrate import upgrade
     from control.settings import ControlSettings
@@ -63,4 +68,10 @@ def serve(
     if migrate_first:
         upgrade(url)
     settings = ControlSettings(database_url=url)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=log_level,
+        log_config=uvicorn_log_config(LOGGING_CONFIG),
+    )
