@@ -68,7 +68,7 @@ def get_record(decision_id: IdPath, session: SessionDep, _: Reader) -> PlainText
     row = _get(session, decision_id)
     if row.record_markdown is None:
         raise DecisionNotFound(
-            f"decision {decision_id} has no record (only promotions to full and disables do)",
+            f"decision {decision_id} has no record (every state change has one; holds do not)",
             code="record_not_found",
         )
     return PlainTextResponse(row.record_markdown, media_type="text/markdown; charset=utf-8")

@@ -68,7 +68,16 @@ def test_decisions_filter_by_rollout_and_kind(
     ).json()
     assert [(d["from_state"], d["to_state"]) for d in kind["items"]] == [("canary", "ramping")]
     one = app_client.get(f"/admin/v1/decisions/{kind['items'][0]['id']}", headers=admin_headers)
-    assert one.status_code == 200 and one.json()["has_record"] is False
+    assert one.status_code == 200 and one.json()["has_record"] is True
+    # Admin actions get the same ADR record as automated flips.
+    record = app_client.get(
+        f"/admin/v1/decisions/{kind['items'][0]['id']}/record", headers=admin_headers
+    )
+    assert record.status_code == 200
+    assert record.headers["content-type"].startswith("text/markdown")
+    for section in ("## Context", "## Evidence", "## Reversal trigger", "## Unresolved risk"):
+        assert section in record.text
+    assert "ramping" in record.text
     none = app_client.get(
         "/admin/v1/decisions", params={"rollout_id": 99999}, headers=admin_headers
     )
