@@ -2,23 +2,95 @@
 
 Sub-command groups register through the `specroute.commands` entry-point group
 (see pyproject.toml), so this package does not import gateway or engine code:
-each group lives with the package it drives and is loaded only by name.
+each group lives with the package it drives and is imported only when it runs.
+`specroute admin ...` therefore never pays for the demo's plotting libraries,
+and `specroute --help` reads each group's one-line help from its source
+without importing it.
 """
 
-from importlib.metadata import entry_points
+import ast
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
+from importlib.util import find_spec
+from pathlib import Path
 
 import typer
-
-app = typer.Typer(help="specroute: policy-driven speculative decoding.", no_args_is_help=True)
-
-
-def _register_groups() -> None:
-    for ep in sorted(entry_points(group="specroute.commands"), key=lambda e: e.name):
-        group = ep.load()
-        if isinstance(group, typer.Typer):
-            app.add_typer(group, name=ep.name)
-        else:
-            app.command(name=ep.name)(group)
+from typer._click import Command, Context, HelpFormatter  # typer 0.29 vendors click
+from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command
 
 
-_register_groups()
+@cache
+def _groups() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group="specroute.commands")}
+
+
+def short_help(ep: EntryPoint) -> str:
+    """The group's `typer.Typer(help=...)` or the command function's docstring, first
+    line, read from the module's source (no import)."""
+    spec = find_spec(ep.module)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return ""
+    tree = ast.parse(Path(spec.origin).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == ep.attr:
+            return (ast.get_docstring(node) or "").split("\n", 1)[0]
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == ep.attr for t in node.targets)
+            and isinstance(node.value, ast.Call)
+        ):
+            for kw in node.value.keywords:
+                if kw.arg == "help" and isinstance(kw.value, ast.Constant):
+                    return str(kw.value.value).split("\n", 1)[0]
+    return ""
+
+
+def load_command(name: str, ep: EntryPoint) -> Command:
+    target = ep.load()
+    if isinstance(target, typer.Typer):
+        command = get_command(target)
+    else:
+        single = typer.Typer()
+        single.command(name=name)(target)
+        command = get_command(single)
+    command.name = name
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """Imports a command group only when it is invoked (or its own help is asked).
+    While the top-level help is rendered, each group is a placeholder carrying the
+    one-line help read from its source."""
+
+    listing = False
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return sorted(_groups())
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        ep = _groups().get(cmd_name)
+        if ep is None:
+            return None
+        if self.listing:
+            return TyperCommand(cmd_name, help=short_help(ep))
+        return load_command(cmd_name, ep)
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
+
+app = typer.Typer(
+    cls=LazyGroup,
+    help="specroute: policy-driven speculative decoding.",
+    no_args_is_help=True,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """specroute: policy-driven speculative decoding."""

@@ -1,0 +1,67 @@
+"""`specroute` imports a command group only when it runs: `specroute --help` and
+`specroute admin ...` never pay for the demo's plotting, the ORM or Celery."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("matplotlib", "openai", "sqlalchemy", "celery", "fastapi", "torch", "vllm")
+
+PROBE = """
+import json, sys
+from typer.testing import CliRunner
+from control.cli import app
+result = CliRunner().invoke(app, sys.argv[1:])
+print(json.dumps({"code": result.exit_code, "output": result.output,
+                  "modules": sorted(sys.modules)}))
+"""
+
+
+def _run(*args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return out
+
+
+@pytest.mark.parametrize("args", [["--help"], ["admin", "--help"], ["admin", "status", "--help"]])
+def test_help_and_admin_import_no_heavy_group(args: list[str]) -> None:
+    result = _run(*args)
+    assert result["code"] == 0, result["output"]
+    modules = result["modules"]
+    assert isinstance(modules, list)
+    assert [m for m in HEAVY if m in modules] == []
+    assert "bench.demo" not in modules and "control.app" not in modules
+
+
+def test_top_level_help_lists_every_group_with_its_own_help() -> None:
+    result = _run("--help")
+    output = str(result["output"])
+    for name, words in {
+        "admin": "Admin operations",
+        "control": "migrations",
+        "demo": "end-to-end demo",
+        "engine": "Engine side",
+        "gateway": "gateway",
+        "worker": "Celery worker",
+        "beat": "Celery beat",
+    }.items():
+        line = next((ln for ln in output.splitlines() if ln[2:].startswith(f"{name} ")), "")
+        assert words in line, (name, output)
+
+
+def test_a_group_loads_when_it_runs() -> None:
+    result = _run("demo", "--help")
+    assert result["code"] == 0, result["output"]
+    assert "--data-dir" in str(result["output"])
+    assert "bench.demo" in result["modules"]  # type: ignore[operator]
+
+
+def test_unknown_group_is_a_usage_error() -> None:
+    result = _run("nope")
+    assert result["code"] == 2
+    assert "No such command 'nope'" in str(result["output"])
