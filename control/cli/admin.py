@@ -5,6 +5,7 @@ SPECROUTE_ADMIN_TOKEN. API errors print their message and exit with 1.
 """
 
 import json
+from enum import StrEnum
 from typing import Any
 
 import httpx
@@ -94,6 +95,31 @@ def _print(body: Any) -> None:
     console.print_json(json.dumps(body))
 
 
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+
+
+OutputOption = typer.Option(
+    Output.table,
+    "--output",
+    "-o",
+    help="table (folds to the terminal's width) or json (the API's documents, for scripts).",
+)
+
+
+def _table(*headers: str, title: str | None = None) -> Table:
+    """Columns fold long values onto more lines instead of cutting them to '…'."""
+    table = Table(title=title)
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    return table
+
+
+def _emit_json(body: Any) -> None:
+    typer.echo(json.dumps(body, indent=2))
+
+
 def _pair_id(pair: str) -> int:
     if pair.isdigit():
         return int(pair)
@@ -133,10 +159,14 @@ def pair_register(
 
 
 @pair_app.command("list")
-def pair_list() -> None:
+def pair_list(output: Output = OutputOption) -> None:
     """Pairs with their versions."""
-    table = Table("pair", "version id", "v", "method", "k", "status", "target")
-    for p in api().request("GET", "/pairs"):
+    pairs = api().request("GET", "/pairs")
+    if output is Output.json:
+        _emit_json(pairs)
+        return
+    table = _table("pair", "version id", "v", "method", "k", "status", "target")
+    for p in pairs:
         for v in p["versions"] or [None]:
             if v is None:
                 table.add_row(p["name"], "-", "-", "-", "-", "-", "-")
@@ -267,13 +297,17 @@ def rollout_show(rollout_id: int) -> None:
 
 
 @app.command("decisions")
-def decisions(rollout: int | None = None, limit: int = 20) -> None:
+def decisions(rollout: int | None = None, limit: int = 20, output: Output = OutputOption) -> None:
     """Latest decisions, newest first."""
     params: dict[str, Any] = {"limit": limit}
     if rollout is not None:
         params["rollout_id"] = rollout
-    table = Table("id", "rollout", "kind", "from", "to", "%", "actor", "at")
-    for d in api().request("GET", "/decisions", params=params)["items"]:
+    items = api().request("GET", "/decisions", params=params)["items"]
+    if output is Output.json:
+        _emit_json(items)
+        return
+    table = _table("id", "rollout", "kind", "from", "to", "%", "actor", "at")
+    for d in items:
         table.add_row(
             str(d["id"]),
             str(d["rollout_id"]),
@@ -292,6 +326,7 @@ def audit(
     entity_type: str | None = typer.Option(None, help="pair, rollout, segment, ..."),
     actor: str | None = None,
     limit: int = 20,
+    output: Output = OutputOption,
 ) -> None:
     """Latest audit events, newest first."""
     params: dict[str, Any] = {"limit": limit}
@@ -299,8 +334,12 @@ def audit(
         params["entity_type"] = entity_type
     if actor is not None:
         params["actor"] = actor
-    table = Table("id", "at", "actor", "action", "entity", "reason")
-    for e in api().request("GET", "/audit", params=params)["items"]:
+    items = api().request("GET", "/audit", params=params)["items"]
+    if output is Output.json:
+        _emit_json(items)
+        return
+    table = _table("id", "at", "actor", "action", "entity", "reason")
+    for e in items:
         table.add_row(
             str(e["id"]),
             e["created_at"][:19],
@@ -313,15 +352,28 @@ def audit(
 
 
 @app.command("status")
-def status() -> None:
+def status(output: Output = OutputOption) -> None:
     """Rollouts and pools at a glance."""
     pools = {p["id"]: p for p in api().request("GET", "/pools")}
     segments = {s["id"]: s["name"] for s in api().request("GET", "/segments")}
-    table = Table(title="Rollouts")
-    for header in ("rollout", "id", "segment", "state", "%", "pair v", "spec", "base", "ver"):
-        table.add_column(header, no_wrap=True)
-    table.add_column("allowed actions")
-    for r in api().request("GET", "/rollouts"):
+    rollouts = api().request("GET", "/rollouts")
+    if output is Output.json:
+        _emit_json({"rollouts": rollouts, "pools": list(pools.values())})
+        return
+    table = _table(
+        "rollout",
+        "id",
+        "segment",
+        "state",
+        "%",
+        "pair v",
+        "spec",
+        "base",
+        "ver",
+        "allowed actions",
+        title="Rollouts",
+    )
+    for r in rollouts:
         table.add_row(
             r["name"],
             str(r["id"]),
@@ -335,7 +387,7 @@ def status() -> None:
             ", ".join(r["allowed_actions"]),
         )
     console.print(table)
-    pool_table = Table(
+    pool_table = _table(
         "pool", "id", "model", "pair version", "workers healthy/total", title="Pools"
     )
     for p in pools.values():

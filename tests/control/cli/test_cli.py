@@ -129,6 +129,37 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
     assert "rollout.promote" in audit and "good" in audit
     assert "pair.create" not in audit
 
+    # Scripts read listings as JSON: the API's own documents.
+    as_json = json.loads(ok("status", "--output", "json"))
+    [listed] = [r for r in as_json["rollouts"] if r["id"] == rollout["id"]]
+    assert (listed["state"], listed["percentage"]) == ("ramping", 10)
+    assert {p["name"] for p in as_json["pools"]} == {"spec", "base"}
+    kinds = [d["kind"] for d in json.loads(ok("decisions", "--rollout", rid, "-o", "json"))]
+    assert kinds == ["manual_promote", "manual_start"]
+    actions = [
+        e["action"] for e in json.loads(ok("audit", "--entity-type", "rollout", "-o", "json"))
+    ]
+    assert "rollout.promote" in actions
+    [pair] = json.loads(ok("pair", "list", "--output", "json"))
+    assert pair["name"] == "tiny" and pair["versions"][0]["num_speculative_tokens"] == 4
+    bad = runner.invoke(root, ["admin", "status", "--output", "yaml"])
+    assert bad.exit_code == 2
+
+    # On a narrow terminal (or a pipe) tables fold long values instead of cutting them.
+    narrow = CliRunner(
+        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "50"}
+    )
+    for args in (["status"], ["decisions"], ["audit"], ["pair", "list"]):
+        folded = narrow.invoke(root, ["admin", *args])
+        assert folded.exit_code == 0, folded.output
+        assert "…" not in folded.output, folded.output
+        assert max(len(line) for line in folded.output.splitlines()) <= 50
+    rollouts = narrow.invoke(root, ["admin", "status"]).output.split("Pools")[0]
+    last_column = "".join(
+        line.split("│")[-2].strip() for line in rollouts.splitlines() if line.count("│") > 2
+    )
+    assert last_column == "promote,pause,rollback,disable"
+
 
 def test_admin_cli_reports_auth_and_connection_errors(server: str) -> None:
     bad = CliRunner(env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": "wrong"})
