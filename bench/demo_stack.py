@@ -209,6 +209,8 @@ class DemoStack:
             ("engine-spec", self.provisioned.spec_pool, self.endpoints.spec_port),
             ("engine-baseline", self.provisioned.baseline_pool, self.endpoints.baseline_port),
         )
+        # The internal token reaches `engine up` through env() (SPECROUTE_INTERNAL_TOKEN),
+        # never argv: processes.json records every child's argv.
         for index, (name, pool, port) in enumerate(pools):
             # NOTE: one core each; left alone, vLLM binds every engine to the same core.
             bind = {"VLLM_CPU_OMP_THREADS_BIND": str(cores[index % len(cores)])}
@@ -221,8 +223,6 @@ class DemoStack:
                     pool,
                     "--control-url",
                     self.endpoints.control_url,
-                    "--internal-token",
-                    self.endpoints.internal_token,
                     "--base-port",
                     str(port),
                     "--heartbeat",

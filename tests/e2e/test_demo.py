@@ -73,6 +73,9 @@ def test_short_demo_decides_reports_and_leaves_no_process(tmp_path: Path) -> Non
     names = {c["name"] for c in manifest["children"]}
     assert {"control", "celery-worker", "celery-beat", "engine-spec", "engine-baseline"} <= names
     assert _processes_left(manifest) == []
+    # Secrets travel by environment, never in the recorded command lines.
+    argv = " ".join(a for c in manifest["children"] for a in c["argv"])
+    assert "demo-internal-" not in argv and "demo-admin-" not in argv
 
     report = data_dir / "report"
     for png in ("acceptance.png", "tpot.png"):
