@@ -1,6 +1,10 @@
-"""The control-plane ASGI app: admin API at /admin/v1, internal API at /internal/v1."""
+"""The control-plane ASGI app: admin API at /admin/v1, internal API at /internal/v1.
 
-from fastapi import FastAPI
+This module is where the domains' routers meet: `control.api` stays plumbing
+(auth, errors, pagination, ETags) that imports no domain.
+"""
+
+from fastapi import APIRouter, FastAPI
 
 from control.api.handlers import install_error_handlers
 from control.automation.dispatch import GuardDispatch
@@ -12,11 +16,38 @@ from control.settings import ControlSettings, get_settings
 ADMIN_PREFIX = "/admin/v1"
 
 
+def admin_router() -> APIRouter:
+    """Every admin domain's router under one APIRouter (mounted at /admin/v1)."""
+    from control.audit.endpoints import router as audit
+    from control.decisions.endpoints import router as decisions
+    from control.pairs.endpoints import router as pairs
+    from control.pools.endpoints import router as pools
+    from control.rollouts.endpoints import router as rollouts
+    from control.segments.endpoints import router as segments
+    from control.telemetry.endpoints import router as telemetry
+    from control.tenants.endpoints import router as tenants
+    from control.thresholds.endpoints import router as thresholds
+
+    gathered = APIRouter()
+    for router in (
+        pairs,
+        pools,
+        segments,
+        thresholds,
+        tenants,
+        rollouts,
+        decisions,
+        telemetry,
+        audit,
+    ):
+        gathered.include_router(router)
+    return gathered
+
+
 def create_app(
     settings: ControlSettings | None = None, database: Database | None = None
 ) -> FastAPI:
-    from control.api.router import admin_router
-    from control.internal import router as internal_router
+    from control.internal.endpoints import router as internal_router
 
     settings = settings or get_settings()
     database = database or Database(settings.resolved_database_url())
@@ -29,7 +60,7 @@ def create_app(
     app.state.database = database
     app.state.guard_dispatch = GuardDispatch(settings) if settings.guard_on_telemetry else None
     install_error_handlers(app)
-    app.include_router(admin_router, prefix=ADMIN_PREFIX)
+    app.include_router(admin_router(), prefix=ADMIN_PREFIX)
     app.include_router(internal_router, prefix=INTERNAL_PREFIX)
     install_metrics(app)
     return app

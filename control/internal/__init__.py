@@ -1,5 +1,2 @@
-"""The internal API (/internal/v1) that gateways and engine agents call."""
-
-from control.internal.endpoints import router
-
-__all__ = ["router"]
+"""The internal API (/internal/v1) that gateways and engine agents call; its router
+is `control.internal.endpoints.router`, mounted by `control.app`."""
