@@ -5,13 +5,12 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import select
 
 from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.pagination import Cursor, Limit, Page, cursor_id
-from control.models import AuditEvent as AuditRow
+from control.audit.repository import AuditFilter, list_events
 
 router = APIRouter(prefix="/audit", tags=["audit"])
 
@@ -43,23 +42,12 @@ def list_audit(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[AuditEvent]:
-    query = select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)
-    for column, value in (
-        (AuditRow.actor, actor),
-        (AuditRow.action, action),
-        (AuditRow.entity_type, entity_type),
-        (AuditRow.entity_id, entity_id),
-    ):
-        if value is not None:
-            query = query.where(column == value)
-    if since is not None:
-        query = query.where(AuditRow.created_at >= since)
-    if until is not None:
-        query = query.where(AuditRow.created_at < until)
-    before = cursor_id(cursor)
-    if before is not None:
-        query = query.where(AuditRow.id < before)
-    rows = list(session.scalars(query))
+    rows = list_events(
+        session,
+        AuditFilter(actor, action, entity_type, entity_id, since, until),
+        before_id=cursor_id(cursor),
+        limit=limit,
+    )
     next_cursor = str(rows[-1].id) if len(rows) == limit else None
     return Page[AuditEvent](
         items=[AuditEvent.model_validate(r) for r in rows], next_cursor=next_cursor

@@ -45,7 +45,7 @@ def list_decisions(
 
 
 def _get(session: SessionDep, decision_id: int) -> DecisionRow:
-    row = session.get(DecisionRow, decision_id)
+    row = repo.get_decision(session, decision_id)
     if row is None:
         raise DecisionNotFound(f"decision {decision_id} does not exist")
     return row

@@ -28,3 +28,7 @@ def list_decisions(
     if before_id is not None:
         query = query.where(Decision.id < before_id)
     return list(session.scalars(query))
+
+
+def get_decision(session: Session, decision_id: int) -> Decision | None:
+    return session.get(Decision, decision_id)
