@@ -1,12 +1,11 @@
-"""Id types bounded to what every backend's INTEGER holds, so an absurd id is a
-422 from validation rather than an overflow inside the driver."""
+"""Path ids with the same bound as `control.ids.DbId`."""
 
 from typing import Annotated
 
 from fastapi import Path
-from pydantic import Field
 
-MAX_ID = 2_147_483_647
+from control.ids import MAX_ID, DbId
 
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
-DbId = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+__all__ = ["MAX_ID", "DbId", "IdPath"]

@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control.api.ids import DbId
+from control.ids import DbId
 
 
 class PoolCreate(BaseModel):

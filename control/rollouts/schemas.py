@@ -5,8 +5,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from control.api.ids import DbId
 from control.contract import RolloutState
+from control.ids import DbId
 from control.rollouts.state_machine import RolloutAction
 
 
