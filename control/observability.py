@@ -13,11 +13,10 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
 
+from control import observability_queries as q
 from control.contract import RolloutState
 from control.db import Database
-from control.models import Decision, Pool, Rollout, Segment, Worker
 from control.snapshot.version import current_snapshot_version
 
 PREFIX = "specroute_control_"
@@ -42,12 +41,7 @@ class ControlCollector(Collector):
                 "state exposes). Unit: percent.",
                 labels=["rollout", "segment"],
             )
-            rows = s.execute(
-                select(Rollout.name, Segment.name, Rollout.state, Rollout.percentage).join(
-                    Segment, Segment.id == Rollout.segment_id
-                )
-            ).all()
-            for rollout, segment, current, percentage in rows:
+            for rollout, segment, current, percentage in q.rollout_states(s):
                 for st in RolloutState:
                     state.add_metric([rollout, segment, st.value], 1.0 if st == current else 0.0)
                 exposing = RolloutState(current) in {
@@ -56,7 +50,7 @@ class ControlCollector(Collector):
                     RolloutState.FULL,
                     RolloutState.PROBATION,
                 }
-                pct.add_metric([rollout, segment], float(percentage) if exposing else 0.0)
+                pct.add_metric([rollout, segment], percentage if exposing else 0.0)
             yield state
             yield pct
 
@@ -67,13 +61,8 @@ class ControlCollector(Collector):
                 "sum by (kind) (increase(specroute_control_decisions_total[1h])).",
                 labels=["kind", "to_state", "actor_type"],
             )
-            actor_type = func.substr(Decision.actor, 1, 10)
-            for kind, to_state, actor, n in s.execute(
-                select(Decision.kind, Decision.to_state, actor_type, func.count()).group_by(
-                    Decision.kind, Decision.to_state, actor_type
-                )
-            ).all():
-                kind_of_actor = "automation" if str(actor).startswith("automation") else "admin"
+            for kind, to_state, actor, n in q.decision_counts(s):
+                kind_of_actor = "automation" if actor.startswith("automation") else "admin"
                 flips.add_metric([kind, to_state, kind_of_actor], float(n))
             yield flips
 
@@ -89,24 +78,13 @@ class ControlCollector(Collector):
                 "Unit: ratio 0..1.",
                 labels=["pool", "worker"],
             )
-            pools = s.execute(select(Pool.id, Pool.name, Pool.pair_version_id)).all()
-            counts: dict[tuple[int, bool], int] = {}
-            for pool_id, healthy, n in s.execute(
-                select(Worker.pool_id, Worker.healthy, func.count()).group_by(
-                    Worker.pool_id, Worker.healthy
-                )
-            ).all():
-                counts[(pool_id, bool(healthy))] = int(n)
-            for pool_id, name, pair_version_id in pools:
+            counts = q.worker_health_counts(s)
+            for pool_id, name, pair_version_id in q.pools(s):
                 kind = "baseline" if pair_version_id is None else "spec"
                 workers.add_metric([name, kind, "healthy"], counts.get((pool_id, True), 0))
                 workers.add_metric([name, kind, "unhealthy"], counts.get((pool_id, False), 0))
-            for pool_name, worker_id, usage in s.execute(
-                select(Pool.name, Worker.id, Worker.kv_cache_usage).join(
-                    Pool, Pool.id == Worker.pool_id
-                )
-            ).all():
-                kv.add_metric([pool_name, worker_id], float(usage))
+            for pool_name, worker_id, usage in q.worker_kv_usage(s):
+                kv.add_metric([pool_name, worker_id], usage)
             yield workers
             yield kv
 

@@ -1,0 +1,51 @@
+"""SQL behind the control plane's Prometheus collector: small aggregate reads, one
+function per metric family, returning plain tuples."""
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from control.models import Decision, Pool, Rollout, Segment, Worker
+
+
+def rollout_states(s: Session) -> list[tuple[str, str, str, float]]:
+    """(rollout name, segment name, state, percentage) for every rollout."""
+    rows = s.execute(
+        select(Rollout.name, Segment.name, Rollout.state, Rollout.percentage).join(
+            Segment, Segment.id == Rollout.segment_id
+        )
+    ).all()
+    return [(r, seg, st, float(p)) for r, seg, st, p in rows]
+
+
+def decision_counts(s: Session) -> list[tuple[str, str, str, int]]:
+    """(kind, to_state, actor prefix, count): decisions grouped by kind and target state."""
+    actor_type = func.substr(Decision.actor, 1, 10)
+    rows = s.execute(
+        select(Decision.kind, Decision.to_state, actor_type, func.count()).group_by(
+            Decision.kind, Decision.to_state, actor_type
+        )
+    ).all()
+    return [(k, to, str(a), int(n)) for k, to, a, n in rows]
+
+
+def pools(s: Session) -> list[tuple[int, str, int | None]]:
+    """(pool id, name, pair version id or None for a baseline pool)."""
+    return [(i, n, pv) for i, n, pv in s.execute(select(Pool.id, Pool.name, Pool.pair_version_id))]
+
+
+def worker_health_counts(s: Session) -> dict[tuple[int, bool], int]:
+    """Workers per (pool id, healthy as last reported)."""
+    rows = s.execute(
+        select(Worker.pool_id, Worker.healthy, func.count()).group_by(
+            Worker.pool_id, Worker.healthy
+        )
+    ).all()
+    return {(pool_id, bool(healthy)): int(n) for pool_id, healthy, n in rows}
+
+
+def worker_kv_usage(s: Session) -> list[tuple[str, str, float]]:
+    """(pool name, worker id, KV-cache usage last reported)."""
+    rows = s.execute(
+        select(Pool.name, Worker.id, Worker.kv_cache_usage).join(Pool, Pool.id == Worker.pool_id)
+    ).all()
+    return [(p, w, float(u)) for p, w, u in rows]
