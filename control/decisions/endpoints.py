@@ -10,14 +10,10 @@ from control.api.ids import MAX_ID, IdPath
 from control.api.pagination import Cursor, Limit, Page, cursor_id
 from control.decisions import repository as repo
 from control.decisions.schemas import Decision
-from control.errors import NotFound
+from control.domain import Missing, found
 from control.models import Decision as DecisionRow
 
 router = APIRouter(prefix="/decisions", tags=["decisions"])
-
-
-class DecisionNotFound(NotFound):
-    code = "decision_not_found"
 
 
 @router.get("", response_model=Page[Decision], responses=error_responses())
@@ -45,10 +41,11 @@ def list_decisions(
 
 
 def _get(session: SessionDep, decision_id: int) -> DecisionRow:
-    row = repo.get_decision(session, decision_id)
-    if row is None:
-        raise DecisionNotFound(f"decision {decision_id} does not exist")
-    return row
+    return found(
+        repo.get_decision(session, decision_id),
+        "decision",
+        f"decision {decision_id} does not exist",
+    )
 
 
 @router.get("/{decision_id}", response_model=Decision, responses=error_responses(404))
@@ -67,8 +64,8 @@ def get_decision(decision_id: IdPath, session: SessionDep, _: Reader) -> Decisio
 def get_record(decision_id: IdPath, session: SessionDep, _: Reader) -> PlainTextResponse:
     row = _get(session, decision_id)
     if row.record_markdown is None:
-        raise DecisionNotFound(
+        raise Missing(
+            "record",
             f"decision {decision_id} has no record (every state change has one; holds do not)",
-            code="record_not_found",
         )
     return PlainTextResponse(row.record_markdown, media_type="text/markdown; charset=utf-8")

@@ -4,30 +4,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.audit.service import record_audit
-from control.errors import Conflict, NotFound
+from control.domain import InUse, NameTaken, found, record_change
+from control.errors import Conflict
 from control.models import Pair, PairVersion, utcnow
 from control.pairs import repository as repo
 from control.pairs.artifacts import check_artifacts
 from control.pairs.schemas import PairCreate, PairUpdate, PairVersionCreate
 from control.pairs.schemas import PairVersion as PairVersionOut
-from control.snapshot.version import bump_snapshot_version
-
-
-class PairNotFound(NotFound):
-    code = "pair_not_found"
-
-
-class PairVersionNotFound(NotFound):
-    code = "pair_version_not_found"
-
-
-class PairNameTaken(Conflict):
-    code = "pair_name_taken"
-
-
-class PairVersionInUse(Conflict):
-    code = "pair_version_in_use"
+from control.repository import delete_row
 
 
 def _pair_state(pair: Pair) -> dict[str, Any]:
@@ -39,26 +23,24 @@ def _version_state(version: PairVersion) -> dict[str, Any]:
 
 
 def get_pair(session: Session, pair_id: int) -> Pair:
-    pair = repo.get_pair(session, pair_id)
-    if pair is None:
-        raise PairNotFound(f"pair {pair_id} does not exist")
-    return pair
+    return found(repo.get_pair(session, pair_id), "pair", f"pair {pair_id} does not exist")
 
 
 def get_version(session: Session, pair_id: int, version_id: int) -> PairVersion:
-    version = repo.get_version(session, pair_id, version_id)
-    if version is None:
-        raise PairVersionNotFound(f"pair {pair_id} has no version {version_id}")
-    return version
+    return found(
+        repo.get_version(session, pair_id, version_id),
+        "pair_version",
+        f"pair {pair_id} has no version {version_id}",
+    )
 
 
 def create_pair(session: Session, body: PairCreate, *, actor: str) -> Pair:
     if repo.pair_by_name(session, body.name) is not None:
-        raise PairNameTaken(f"a pair named {body.name!r} exists", details={"param": "name"})
+        raise NameTaken("pair", f"a pair named {body.name!r} exists")
     pair = Pair(name=body.name, description=body.description)
     session.add(pair)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="pair.create",
@@ -66,7 +48,6 @@ def create_pair(session: Session, body: PairCreate, *, actor: str) -> Pair:
         entity_id=pair.id,
         after=_pair_state(pair),
     )
-    bump_snapshot_version(session)
     return pair
 
 
@@ -75,7 +56,7 @@ def update_pair(session: Session, pair_id: int, body: PairUpdate, *, actor: str)
     before = _pair_state(pair)
     pair.description = body.description
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="pair.update",
@@ -84,7 +65,6 @@ def update_pair(session: Session, pair_id: int, body: PairUpdate, *, actor: str)
         before=before,
         after=_pair_state(pair),
     )
-    bump_snapshot_version(session)
     return pair
 
 
@@ -95,9 +75,8 @@ def delete_pair(session: Session, pair_id: int, *, actor: str) -> None:
             f"pair {pair.name!r} has versions; retire them instead", code="pair_has_versions"
         )
     before = _pair_state(pair)
-    session.delete(pair)
-    session.flush()
-    record_audit(
+    delete_row(session, pair)
+    record_change(
         session,
         actor=actor,
         action="pair.delete",
@@ -105,7 +84,6 @@ def delete_pair(session: Session, pair_id: int, *, actor: str) -> None:
         entity_id=pair_id,
         before=before,
     )
-    bump_snapshot_version(session)
 
 
 def register_version(
@@ -133,7 +111,7 @@ def register_version(
     )
     session.add(version)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="pair_version.create",
@@ -141,7 +119,6 @@ def register_version(
         entity_id=version.id,
         after=_version_state(version),
     )
-    bump_snapshot_version(session)
     return version
 
 
@@ -153,15 +130,16 @@ def retire_version(
         return version
     live = repo.exposing_rollout_names(session, version.id)
     if live:
-        raise PairVersionInUse(
+        raise InUse(
+            "pair_version",
             f"rollouts {', '.join(live)} still expose this version; roll back or disable first",
-            details={"rollouts": live},
+            live,
         )
     before = _version_state(version)
     version.status = "retired"
     version.retired_at = utcnow()
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="pair_version.retire",
@@ -171,5 +149,4 @@ def retire_version(
         after=_version_state(version),
         reason=reason,
     )
-    bump_snapshot_version(session)
     return version

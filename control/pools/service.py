@@ -4,24 +4,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.audit.service import record_audit
-from control.errors import Conflict, InvalidRequest, NotFound
+from control.domain import InUse, NameTaken, found, record_change
+from control.errors import InvalidRequest
 from control.models import PairVersion, Pool
 from control.pools import repository as repo
 from control.pools.schemas import PoolCreate, PoolUpdate
-from control.snapshot.version import bump_snapshot_version
-
-
-class PoolNotFound(NotFound):
-    code = "pool_not_found"
-
-
-class PoolNameTaken(Conflict):
-    code = "pool_name_taken"
-
-
-class PoolInUse(Conflict):
-    code = "pool_in_use"
+from control.repository import delete_row, get_row
 
 
 def pool_state(pool: Pool) -> dict[str, Any]:
@@ -36,17 +24,14 @@ def pool_state(pool: Pool) -> dict[str, Any]:
 
 
 def get_pool(session: Session, pool_id: int) -> Pool:
-    pool = repo.get_pool(session, pool_id)
-    if pool is None:
-        raise PoolNotFound(f"pool {pool_id} does not exist")
-    return pool
+    return found(repo.get_pool(session, pool_id), "pool", f"pool {pool_id} does not exist")
 
 
 def create_pool(session: Session, body: PoolCreate, *, actor: str) -> Pool:
     if repo.pool_by_name(session, body.name) is not None:
-        raise PoolNameTaken(f"a pool named {body.name!r} exists", details={"param": "name"})
+        raise NameTaken("pool", f"a pool named {body.name!r} exists")
     if body.pair_version_id is not None:
-        version = session.get(PairVersion, body.pair_version_id)
+        version = get_row(session, PairVersion, body.pair_version_id)
         if version is None:
             raise InvalidRequest(
                 f"pair version {body.pair_version_id} does not exist",
@@ -73,7 +58,7 @@ def create_pool(session: Session, body: PoolCreate, *, actor: str) -> Pool:
     )
     session.add(pool)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="pool.create",
@@ -81,7 +66,6 @@ def create_pool(session: Session, body: PoolCreate, *, actor: str) -> Pool:
         entity_id=pool.id,
         after=pool_state(pool),
     )
-    bump_snapshot_version(session)
     return pool
 
 
@@ -93,7 +77,7 @@ def update_pool(session: Session, pool_id: int, body: PoolUpdate, *, actor: str)
     if body.desired_workers is not None:
         pool.desired_workers = body.desired_workers
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="pool.update",
@@ -102,7 +86,6 @@ def update_pool(session: Session, pool_id: int, body: PoolUpdate, *, actor: str)
         before=before,
         after=pool_state(pool),
     )
-    bump_snapshot_version(session)
     return pool
 
 
@@ -110,11 +93,10 @@ def delete_pool(session: Session, pool_id: int, *, actor: str) -> None:
     pool = get_pool(session, pool_id)
     users = repo.rollouts_using(session, pool_id)
     if users:
-        raise PoolInUse(f"rollouts {', '.join(users)} use this pool", details={"rollouts": users})
+        raise InUse("pool", f"rollouts {', '.join(users)} use this pool", users)
     before = pool_state(pool)
-    session.delete(pool)
-    session.flush()
-    record_audit(
+    delete_row(session, pool)
+    record_change(
         session,
         actor=actor,
         action="pool.delete",
@@ -122,4 +104,3 @@ def delete_pool(session: Session, pool_id: int, *, actor: str) -> None:
         entity_id=pool_id,
         before=before,
     )
-    bump_snapshot_version(session)

@@ -10,19 +10,15 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.audit.service import record_audit
 from control.contract import EXPOSING_STATES, RolloutState
 from control.decisions.record import render_manual
-from control.errors import Conflict, InvalidRequest, NotFound, stale_version
+from control.domain import NameTaken, found, record_change
+from control.errors import Conflict, InvalidRequest, stale_version
 from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
+from control.repository import delete_row, get_row
 from control.rollouts import repository as repo
 from control.rollouts.schemas import RolloutCreate, RolloutUpdate
 from control.rollouts.state_machine import IllegalTransition, RolloutAction, plan
-from control.snapshot.version import bump_snapshot_version
-
-
-class RolloutNotFound(NotFound):
-    code = "rollout_not_found"
 
 
 class RolloutConflict(Conflict):
@@ -46,14 +42,13 @@ def rollout_state(r: Rollout) -> dict[str, Any]:
 
 
 def get_rollout(session: Session, rollout_id: int) -> Rollout:
-    rollout = repo.get_rollout(session, rollout_id)
-    if rollout is None:
-        raise RolloutNotFound(f"rollout {rollout_id} does not exist")
-    return rollout
+    return found(
+        repo.get_rollout(session, rollout_id), "rollout", f"rollout {rollout_id} does not exist"
+    )
 
 
 def _require(session: Session, model: type[Any], ident: int, param: str) -> Any:
-    row = session.get(model, ident)
+    row = get_row(session, model, ident)
     if row is None:
         raise InvalidRequest(f"{param} {ident} does not exist", details={"param": param})
     return row
@@ -61,7 +56,7 @@ def _require(session: Session, model: type[Any], ident: int, param: str) -> Any:
 
 def create_rollout(session: Session, body: RolloutCreate, *, actor: str) -> Rollout:
     if repo.rollout_by_name(session, body.name) is not None:
-        raise RolloutConflict(f"a rollout named {body.name!r} exists", details={"param": "name"})
+        raise NameTaken("rollout", f"a rollout named {body.name!r} exists")
     _require(session, Segment, body.segment_id, "segment_id")
     version: PairVersion = _require(session, PairVersion, body.pair_version_id, "pair_version_id")
     spec: Pool = _require(session, Pool, body.spec_pool_id, "spec_pool_id")
@@ -96,7 +91,7 @@ def create_rollout(session: Session, body: RolloutCreate, *, actor: str) -> Roll
     )
     session.add(rollout)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="rollout.create",
@@ -104,7 +99,6 @@ def create_rollout(session: Session, body: RolloutCreate, *, actor: str) -> Roll
         entity_id=rollout.id,
         after=rollout_state(rollout),
     )
-    bump_snapshot_version(session)
     return rollout
 
 
@@ -125,7 +119,7 @@ def update_rollout(
         session.refresh(rollout)
         raise stale_version("rollout", rollout.id, rollout.version, expected_version)
     session.refresh(rollout)
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="rollout.update",
@@ -134,7 +128,6 @@ def update_rollout(
         before=before,
         after=rollout_state(rollout),
     )
-    bump_snapshot_version(session)
     return rollout
 
 
@@ -214,7 +207,7 @@ def transition_rollout(
     # Every flip gets its record; the automation replaces this one with its own,
     # rendered from the evidence its rule saw.
     decision.record_markdown = render_manual(rollout, decision, reason)
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action=f"rollout.{action.value}",
@@ -224,7 +217,6 @@ def transition_rollout(
         after=rollout_state(rollout),
         reason=reason,
     )
-    bump_snapshot_version(session)
     return rollout
 
 
@@ -240,9 +232,8 @@ def delete_rollout(
             f"rollout in state {rollout.state} cannot be deleted; only drafts can"
         )
     before = rollout_state(rollout)
-    session.delete(rollout)
-    session.flush()
-    record_audit(
+    delete_row(session, rollout)
+    record_change(
         session,
         actor=actor,
         action="rollout.delete",
@@ -250,4 +241,3 @@ def delete_rollout(
         entity_id=rollout_id,
         before=before,
     )
-    bump_snapshot_version(session)

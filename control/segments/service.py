@@ -4,24 +4,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.audit.service import record_audit
-from control.errors import Conflict, NotFound, stale_version
+from control.domain import InUse, NameTaken, found, record_change
+from control.errors import stale_version
 from control.models import Segment
+from control.repository import delete_row
 from control.segments import repository as repo
 from control.segments.schemas import SegmentCreate, SegmentUpdate
-from control.snapshot.version import bump_snapshot_version
-
-
-class SegmentNotFound(NotFound):
-    code = "segment_not_found"
-
-
-class SegmentNameTaken(Conflict):
-    code = "segment_name_taken"
-
-
-class SegmentInUse(Conflict):
-    code = "segment_in_use"
 
 
 def segment_state(segment: Segment) -> dict[str, Any]:
@@ -35,15 +23,14 @@ def segment_state(segment: Segment) -> dict[str, Any]:
 
 
 def get_segment(session: Session, segment_id: int) -> Segment:
-    segment = repo.get_segment(session, segment_id)
-    if segment is None:
-        raise SegmentNotFound(f"segment {segment_id} does not exist")
-    return segment
+    return found(
+        repo.get_segment(session, segment_id), "segment", f"segment {segment_id} does not exist"
+    )
 
 
 def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segment:
     if repo.segment_by_name(session, body.name) is not None:
-        raise SegmentNameTaken(f"a segment named {body.name!r} exists", details={"param": "name"})
+        raise NameTaken("segment", f"a segment named {body.name!r} exists")
     segment = Segment(
         name=body.name,
         description=body.description,
@@ -53,7 +40,7 @@ def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segm
     )
     session.add(segment)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="segment.create",
@@ -61,7 +48,6 @@ def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segm
         entity_id=segment.id,
         after=segment_state(segment),
     )
-    bump_snapshot_version(session)
     return segment
 
 
@@ -83,7 +69,7 @@ def update_segment(
         session.refresh(segment)
         raise stale_version("segment", segment.id, segment.version, expected_version)
     session.refresh(segment)
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="segment.update",
@@ -92,7 +78,6 @@ def update_segment(
         before=before,
         after=segment_state(segment),
     )
-    bump_snapshot_version(session)
     return segment
 
 
@@ -104,13 +89,10 @@ def delete_segment(
         raise stale_version("segment", segment.id, segment.version, expected_version)
     users = repo.rollouts_of(session, segment_id)
     if users:
-        raise SegmentInUse(
-            f"rollouts {', '.join(users)} target this segment", details={"rollouts": users}
-        )
+        raise InUse("segment", f"rollouts {', '.join(users)} target this segment", users)
     before = segment_state(segment)
-    session.delete(segment)
-    session.flush()
-    record_audit(
+    delete_row(session, segment)
+    record_change(
         session,
         actor=actor,
         action="segment.delete",
@@ -118,4 +100,3 @@ def delete_segment(
         entity_id=segment_id,
         before=before,
     )
-    bump_snapshot_version(session)

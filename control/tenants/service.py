@@ -7,31 +7,15 @@ from sqlalchemy.orm import Session
 
 from control.api.auth import hash_secret
 from control.audit.service import record_audit
-from control.errors import Conflict, NotFound
+from control.domain import Missing, NameTaken, found, record_change
 from control.models import AdminToken, ApiKey, Tenant, utcnow
-from control.snapshot.version import bump_snapshot_version
+from control.repository import delete_row, get_row
 from control.tenants import repository as repo
 from control.tenants.schemas import AdminTokenCreate, TenantCreate, TenantUpdate
 
 API_KEY_PREFIX = "sk-sr-"
 ADMIN_TOKEN_PREFIX = "sr-admin-"
 VISIBLE_CHARS = 12
-
-
-class TenantNotFound(NotFound):
-    code = "tenant_not_found"
-
-
-class ApiKeyNotFound(NotFound):
-    code = "api_key_not_found"
-
-
-class AdminTokenNotFound(NotFound):
-    code = "admin_token_not_found"
-
-
-class NameTaken(Conflict):
-    code = "name_taken"
 
 
 def tenant_state(t: Tenant) -> dict[str, Any]:
@@ -44,19 +28,18 @@ def tenant_state(t: Tenant) -> dict[str, Any]:
 
 
 def get_tenant(session: Session, tenant_id: int) -> Tenant:
-    tenant = session.get(Tenant, tenant_id)
-    if tenant is None:
-        raise TenantNotFound(f"tenant {tenant_id} does not exist")
-    return tenant
+    return found(
+        get_row(session, Tenant, tenant_id), "tenant", f"tenant {tenant_id} does not exist"
+    )
 
 
 def create_tenant(session: Session, body: TenantCreate, *, actor: str) -> Tenant:
     if repo.tenant_by_name(session, body.name) is not None:
-        raise NameTaken(f"a tenant named {body.name!r} exists", details={"param": "name"})
+        raise NameTaken("tenant", f"a tenant named {body.name!r} exists")
     tenant = Tenant(**body.model_dump())
     session.add(tenant)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="tenant.create",
@@ -64,7 +47,6 @@ def create_tenant(session: Session, body: TenantCreate, *, actor: str) -> Tenant
         entity_id=tenant.id,
         after=tenant_state(tenant),
     )
-    bump_snapshot_version(session)
     return tenant
 
 
@@ -78,7 +60,7 @@ def update_tenant(session: Session, tenant_id: int, body: TenantUpdate, *, actor
     if body.clear_quota:
         tenant.weighted_tokens_per_minute = None
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="tenant.update",
@@ -87,7 +69,6 @@ def update_tenant(session: Session, tenant_id: int, body: TenantUpdate, *, actor
         before=before,
         after=tenant_state(tenant),
     )
-    bump_snapshot_version(session)
     return tenant
 
 
@@ -95,10 +76,9 @@ def delete_tenant(session: Session, tenant_id: int, *, actor: str) -> None:
     tenant = get_tenant(session, tenant_id)
     before = tenant_state(tenant)
     for key in list(tenant.keys):
-        session.delete(key)
-    session.delete(tenant)
-    session.flush()
-    record_audit(
+        delete_row(session, key)
+    delete_row(session, tenant)
+    record_change(
         session,
         actor=actor,
         action="tenant.delete",
@@ -106,7 +86,6 @@ def delete_tenant(session: Session, tenant_id: int, *, actor: str) -> None:
         entity_id=tenant_id,
         before=before,
     )
-    bump_snapshot_version(session)
 
 
 def create_key(session: Session, tenant_id: int, name: str, *, actor: str) -> tuple[ApiKey, str]:
@@ -117,7 +96,7 @@ def create_key(session: Session, tenant_id: int, name: str, *, actor: str) -> tu
     )
     session.add(key)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="api_key.create",
@@ -125,19 +104,18 @@ def create_key(session: Session, tenant_id: int, name: str, *, actor: str) -> tu
         entity_id=key.id,
         after={"tenant_id": tenant.id, "name": name, "prefix": key.prefix},
     )
-    bump_snapshot_version(session)
     return key, secret
 
 
 def revoke_key(session: Session, tenant_id: int, key_id: int, *, actor: str) -> ApiKey:
     key = repo.get_key(session, tenant_id, key_id)
     if key is None:
-        raise ApiKeyNotFound(f"tenant {tenant_id} has no key {key_id}")
+        raise Missing("api_key", f"tenant {tenant_id} has no key {key_id}")
     if key.revoked_at is not None:
         return key
     key.revoked_at = utcnow()
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="api_key.revoke",
@@ -146,7 +124,6 @@ def revoke_key(session: Session, tenant_id: int, key_id: int, *, actor: str) -> 
         before={"revoked": False, "prefix": key.prefix},
         after={"revoked": True, "prefix": key.prefix},
     )
-    bump_snapshot_version(session)
     return key
 
 
@@ -154,7 +131,7 @@ def create_admin_token(
     session: Session, body: AdminTokenCreate, *, actor: str
 ) -> tuple[AdminToken, str]:
     if repo.admin_token_by_name(session, body.name) is not None:
-        raise NameTaken(f"an admin token named {body.name!r} exists", details={"param": "name"})
+        raise NameTaken("admin_token", f"an admin token named {body.name!r} exists")
     secret = ADMIN_TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = AdminToken(
         name=body.name,
@@ -176,9 +153,9 @@ def create_admin_token(
 
 
 def revoke_admin_token(session: Session, token_id: int, *, actor: str) -> AdminToken:
-    token = session.get(AdminToken, token_id)
+    token = get_row(session, AdminToken, token_id)
     if token is None:
-        raise AdminTokenNotFound(f"admin token {token_id} does not exist")
+        raise Missing("admin_token", f"admin token {token_id} does not exist")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
         session.flush()

@@ -6,20 +6,11 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from control.audit.service import record_audit
-from control.errors import Conflict, InvalidRequest, NotFound
+from control.domain import NameTaken, found, record_change
+from control.errors import InvalidRequest
 from control.models import ThresholdSet
-from control.snapshot.version import bump_snapshot_version
 from control.thresholds import repository as repo
 from control.thresholds.schemas import ThresholdSetChange, ThresholdSetCreate, ThresholdValues
-
-
-class ThresholdSetNotFound(NotFound):
-    code = "threshold_set_not_found"
-
-
-class ThresholdSetNameTaken(Conflict):
-    code = "threshold_set_name_taken"
 
 
 def _values(row: ThresholdSet) -> dict[str, Any]:
@@ -31,22 +22,20 @@ def _locations(exc: ValidationError) -> list[str]:
 
 
 def get_set(session: Session, set_id: int) -> ThresholdSet:
-    row = repo.get_set(session, set_id)
-    if row is None:
-        raise ThresholdSetNotFound(f"threshold set {set_id} does not exist")
-    return row
+    return found(
+        repo.get_set(session, set_id), "threshold_set", f"threshold set {set_id} does not exist"
+    )
 
 
 def create_set(session: Session, body: ThresholdSetCreate, *, actor: str) -> ThresholdSet:
     if repo.latest_version(session, body.name) > 0:
-        raise ThresholdSetNameTaken(
-            f"threshold set {body.name!r} exists; change it to make a new version",
-            details={"param": "name"},
+        raise NameTaken(
+            "threshold_set", f"threshold set {body.name!r} exists; change it to make a new version"
         )
     row = ThresholdSet(name=body.name, version=1, **body.model_dump(exclude={"name"}))
     session.add(row)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="threshold_set.create",
@@ -54,7 +43,6 @@ def create_set(session: Session, body: ThresholdSetCreate, *, actor: str) -> Thr
         entity_id=row.id,
         after={"name": row.name, "version": 1, **_values(row)},
     )
-    bump_snapshot_version(session)
     return row
 
 
@@ -78,7 +66,7 @@ def change_set(
     )
     session.add(row)
     session.flush()
-    record_audit(
+    record_change(
         session,
         actor=actor,
         action="threshold_set.version",
@@ -87,5 +75,4 @@ def change_set(
         before={"id": base.id, "version": base.version, **_values(base)},
         after={"id": row.id, "version": row.version, **values},
     )
-    bump_snapshot_version(session)
     return row
