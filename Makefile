@@ -42,7 +42,7 @@ typecheck: install
 	$(VENV)/bin/mypy gateway control engine bench docs dashboards
 
 pytest: install services tools
-	$(VENV)/bin/pytest -q -ra $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q -ra --durations=25 $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
