@@ -207,7 +207,13 @@ def start_rollouts(admin: AdminClient, provisioned: Provisioned) -> None:
     still load would be disabled by the draft-unavailable guard, correctly but uselessly."""
     for segment, rollout_id in provisioned.rollout_ids.items():
         started = admin.call(
-            "POST", f"/rollouts/{rollout_id}/start", json={"reason": f"make demo: {segment}"}
+            "POST",
+            f"/rollouts/{rollout_id}/start",
+            # NOTE: the demo shows canaries; the offline and shadow stages are waived (audited).
+            json={
+                "reason": f"make demo: {segment}",
+                "waive": ["offline_evaluation", "shadow"],
+            },
         )
         if started["state"] != "canary":
             raise RuntimeError(f"rollout {rollout_id} is {started['state']} after start")

@@ -20,6 +20,7 @@ def admin_router() -> APIRouter:
     """Every admin domain's router under one APIRouter (mounted at /admin/v1)."""
     from control.audit.endpoints import router as audit
     from control.decisions.endpoints import router as decisions
+    from control.evaluations.endpoints import router as evaluations
     from control.pairs.endpoints import router as pairs
     from control.pools.endpoints import router as pools
     from control.rollouts.endpoints import router as rollouts
@@ -36,6 +37,7 @@ def admin_router() -> APIRouter:
         thresholds,
         tenants,
         rollouts,
+        evaluations,
         decisions,
         telemetry,
         audit,

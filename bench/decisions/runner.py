@@ -28,6 +28,7 @@ from control.clock import use_clock
 from control.contract import EXPOSING_STATES, Arm, RolloutState, TelemetryBatch, WorkerHeartbeat
 from control.db import Database
 from control.models import Decision, Pair, PairVersion, Pool, Rollout, Segment, ThresholdSet
+from control.rollouts.gates import Evidence
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from control.telemetry.service import ingest_batch
@@ -152,6 +153,8 @@ class _Run:
                 evidence=None,
                 task_id=None,
                 kind=None,
+                # The scenarios judge canaries: the offline and shadow stages are waived.
+                waive=frozenset(Evidence),
             )
             self.rollout_id, self.segment_id = rollout.id, segment.id
             self.pair_version_id, self.spec_pool_id = version.id, spec.id

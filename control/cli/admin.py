@@ -22,6 +22,9 @@ segment_app = typer.Typer(help="Traffic segments.", no_args_is_help=True)
 rollout_app = typer.Typer(help="Rollouts and their actions.", no_args_is_help=True)
 tenant_app = typer.Typer(help="Tenants and API keys.", no_args_is_help=True)
 thresholds_app = typer.Typer(help="Threshold sets.", no_args_is_help=True)
+eval_set_app = typer.Typer(
+    help="Governed eval sets (versioned, with lineage).", no_args_is_help=True
+)
 for sub, name in (
     (pair_app, "pair"),
     (pool_app, "pool"),
@@ -29,6 +32,7 @@ for sub, name in (
     (rollout_app, "rollout"),
     (tenant_app, "tenant"),
     (thresholds_app, "thresholds"),
+    (eval_set_app, "eval-set"),
 ):
     app.add_typer(sub, name=name)
 
@@ -216,9 +220,14 @@ def segment_create(
     name: str,
     selector: str = typer.Option("{}", help='Selector JSON, e.g. {"tasks": ["code"]}.'),
     priority: int = typer.Option(0, help="Higher wins on overlap."),
+    eval_set: str | None = typer.Option(
+        None, help="Eval set an offline evaluation must use before a rollout may start."
+    ),
 ) -> None:
     """Create a segment."""
     body = {"name": name, "selector": json.loads(selector), "priority": priority}
+    if eval_set is not None:
+        body["eval_set"] = eval_set
     _print(api().request("POST", "/segments", json=body))
 
 
@@ -273,20 +282,44 @@ def _action(name: str) -> None:
         reason: str | None = typer.Option(None, help="Recorded in the audit and decision."),
         if_match: int | None = typer.Option(None, help="Expected version (412 if stale)."),
     ) -> None:
-        headers = {"If-Match": f'"{if_match}"'} if if_match is not None else {}
-        body = api().request(
-            "POST", f"/rollouts/{rollout_id}/{name}", json={"reason": reason}, headers=headers
-        )
-        typer.echo(
-            f"rollout {body['name']}: {body['state']} at {body['percentage']:g} % "
-            f"(version {body['version']})"
-        )
+        _act(name, rollout_id, reason, if_match, [])
 
     run.__doc__ = f"{name.capitalize()} a rollout."
     rollout_app.command(name)(run)
 
 
-for _name in ("start", "promote", "pause", "resume", "rollback", "disable", "enable"):
+def _act(
+    name: str, rollout_id: int, reason: str | None, if_match: int | None, waive: list[str]
+) -> None:
+    headers = {"If-Match": f'"{if_match}"'} if if_match is not None else {}
+    payload: dict[str, Any] = {"reason": reason}
+    if waive:
+        payload["waive"] = waive
+    body = api().request("POST", f"/rollouts/{rollout_id}/{name}", json=payload, headers=headers)
+    typer.echo(
+        f"rollout {body['name']}: {body['state']} at {body['percentage']:g} % "
+        f"(version {body['version']})"
+    )
+
+
+@rollout_app.command("start")
+def rollout_start(
+    rollout_id: int,
+    reason: str | None = typer.Option(None, help="Recorded in the audit and decision."),
+    if_match: int | None = typer.Option(None, help="Expected version (412 if stale)."),
+    waive: list[str] = typer.Option(
+        [],
+        "--waive",
+        help="offline_evaluation or shadow: go without that evidence (audited; needs "
+        "--reason). A waived shadow starts the canary directly.",
+    ),
+) -> None:
+    """Move a rollout one stage on: into shadow (needs a qualifying offline evaluation),
+    or out of shadow into canary (needs the shadow's exit criterion)."""
+    _act("start", rollout_id, reason, if_match, waive)
+
+
+for _name in ("evaluate", "promote", "pause", "resume", "rollback", "disable", "enable"):
     _action(_name)
 
 
@@ -400,3 +433,69 @@ def status(output: Output = OutputOption) -> None:
             f"{healthy}/{len(p['workers'])}",
         )
     console.print(pool_table)
+
+
+@app.command("eval-sets")
+def eval_sets(name: str | None = typer.Option(None, help="Only this set's versions.")) -> None:
+    """Eval sets with their stale cases (past refresh-by), which evaluations get flagged on."""
+    params = {"name": name} if name else {}
+    table = Table("id", "name", "version", "cases", "stale", "stale cases", "prompt store")
+    for s in api().request("GET", "/eval-sets", params=params):
+        stale = s["stale_case_keys"]
+        table.add_row(
+            str(s["id"]),
+            s["name"],
+            str(s["version"]),
+            str(s["case_count"]),
+            str(len(stale)),
+            ", ".join(stale[:5]) + (" …" if len(stale) > 5 else ""),
+            s["prompt_store"],
+        )
+    console.print(table)
+
+
+@eval_set_app.command("create")
+def eval_set_create(
+    name: str,
+    cases: str = typer.Option(..., help="JSON file: a list of cases (see the README)."),
+    prompt_store: str = typer.Option(..., help="Where the prompts live, e.g. file:///.../p.jsonl."),
+    description: str = typer.Option("", help="Free text."),
+) -> None:
+    """Write the next version of an eval set from a JSON file of cases."""
+    with open(cases, encoding="utf-8") as f:
+        rows = json.load(f)
+    body = {"name": name, "description": description, "prompt_store": prompt_store, "cases": rows}
+    created = api().request("POST", "/eval-sets", json=body)
+    typer.echo(
+        f"eval set {created['name']} v{created['version']} (id {created['id']}): "
+        f"{created['case_count']} cases, {len(created['stale_case_keys'])} stale"
+    )
+
+
+@eval_set_app.command("show")
+def eval_set_show(set_id: int) -> None:
+    """One eval set with its cases and their lineage."""
+    _print(api().request("GET", f"/eval-sets/{set_id}"))
+
+
+@app.command("evaluations")
+def evaluations(pair_version: int | None = typer.Option(None, help="Pair version id.")) -> None:
+    """Offline evaluations, newest first, with the stale cases each ran."""
+    params = {"pair_version_id": pair_version} if pair_version else {}
+    table = Table(
+        "id", "pair v", "eval set", "cases", "mean acc len", "speedup by k", "ppl", "stale"
+    )
+    for e in api().request("GET", "/evaluations", params=params):
+        speedups = ", ".join(f"{k}:{v:.2f}" for k, v in sorted(e["expected_speedup"].items()))
+        ppl = e["draft_perplexity"]
+        table.add_row(
+            str(e["id"]),
+            str(e["pair_version_id"]),
+            str(e["eval_set_id"]),
+            str(e["cases"]),
+            f"{e['mean_acceptance_length']:.3f}",
+            speedups,
+            "" if ppl is None else f"{ppl:.2f}",
+            str(len(e["stale_case_keys"])),
+        )
+    console.print(table)

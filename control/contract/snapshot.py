@@ -11,6 +11,10 @@ from control.contract.features import RequestFeatures, SegmentSelector
 
 class RolloutState(StrEnum):
     DRAFT = "draft"
+    # Waiting for an offline evaluation of the pair version that meets the criteria.
+    OFFLINE = "offline"
+    # Mirrored traffic only: the spec pool serves copies whose responses are discarded.
+    SHADOW = "shadow"
     CANARY = "canary"
     RAMPING = "ramping"
     FULL = "full"

@@ -76,6 +76,10 @@ def facts(rollout: Rollout, decision: Decision) -> list[str]:
 
 
 _MANUAL_POLICY = {
+    "offline": "No traffic: the rollout waits for an offline evaluation that meets the "
+    "threshold set's offline criteria.",
+    "shadow": "No exposure: the shadow share of the segment's requests is mirrored to the spec "
+    "pool and its responses are discarded; callers are served by the baseline arm.",
     "canary": "A canary: the first stage's share of the segment's cohorts goes to the spec arm.",
     "ramping": "The next stage's share of the segment's cohorts goes to the spec arm.",
     "full": "The segment goes to the spec arm, but for the threshold set's baseline holdout.",
@@ -103,7 +107,10 @@ def manual_content(rollout: Rollout, decision: Decision, reason: str | None) -> 
         rollout=stage_change(decision, rollout),
         reversal="Any admin action allowed from the new state; the automation's monitors "
         "roll back or disable an exposed rollout that regresses.",
-        risks=[],
+        risks=[
+            f"- Waived by the admin, not evidenced: {waived}."
+            for waived in evidence.get("waived", [])
+        ],
     )
 
 

@@ -2,6 +2,7 @@
 
 from control.models.audit import AuditEvent, Decision
 from control.models.base import Base, utcnow
+from control.models.evaluations import EvalCase, EvalSet, OfflineEvaluation
 from control.models.pairs import Pair, PairVersion
 from control.models.pools import Pool, Worker
 from control.models.recommendations import DepthRecommendation
@@ -19,7 +20,10 @@ __all__ = [
     "Base",
     "Decision",
     "DepthRecommendation",
+    "EvalCase",
+    "EvalSet",
     "IdempotencyRecord",
+    "OfflineEvaluation",
     "Pair",
     "PairVersion",
     "Pool",

@@ -39,4 +39,11 @@ class ThresholdSet(Base):
     error_rate_relative_margin: Mapped[float] = mapped_column(Float, default=0.5)
     holdout_percentage: Mapped[float] = mapped_column(Float, default=5.0)
     min_block_requests: Mapped[int] = mapped_column(default=10)
+    # The offline stage's exit criteria (an offline evaluation on the segment's eval set).
+    offline_min_mean_acceptance_length: Mapped[float] = mapped_column(Float, default=1.5)
+    offline_min_expected_speedup: Mapped[float] = mapped_column(Float, default=1.05)
+    offline_min_cases: Mapped[int] = mapped_column(default=20)
+    offline_max_stale_fraction: Mapped[float] = mapped_column(Float, default=0.1)
+    # The shadow stage: the share of the segment's requests mirrored to the spec pool.
+    shadow_percentage: Mapped[float] = mapped_column(Float, default=10.0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

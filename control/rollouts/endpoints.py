@@ -84,9 +84,12 @@ def delete_rollout(
     response_model=Rollout,
     responses=error_responses(404, 409, 412),
     description=(
-        "start, promote, pause, resume, rollback, disable or enable. An illegal transition "
-        "is 409 naming the allowed actions; a stale If-Match is 412. Without If-Match the "
-        "action applies to the version read, still as a compare-and-set."
+        "evaluate, start, promote, pause, resume, rollback, disable or enable. An illegal "
+        "transition is 409 naming the allowed actions; a `start` without its stage's evidence "
+        "(offline evaluation into shadow, the shadow's exit criterion into canary) is 409 "
+        "`missing_evidence` naming it, unless the body waives it with a reason. A stale "
+        "If-Match is 412. Without If-Match the action applies to the version read, still as "
+        "a compare-and-set."
     ),
 )
 def act_on_rollout(
@@ -108,6 +111,7 @@ def act_on_rollout(
         evidence=None,
         task_id=None,
         kind=None,
+        waive=frozenset(body.waive) if body else frozenset(),
     )
     return idem.remember(
         Rollout.of(rollout), status_code=200, headers={"ETag": etag(rollout.version)}

@@ -1,12 +1,13 @@
 """Request and response bodies of the rollouts API."""
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from control.contract import RolloutState
 from control.ids import DbId
+from control.rollouts.gates import Evidence
 from control.rollouts.state_machine import RolloutAction
 
 
@@ -48,6 +49,19 @@ class RolloutActionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str | None = Field(default=None, max_length=1000)
+    waive: list[Evidence] = Field(
+        default_factory=list,
+        max_length=2,
+        description="start only: evidence to go without (offline_evaluation, shadow), "
+        "recorded on the decision and audited; needs a reason. A waived shadow starts the "
+        "canary directly.",
+    )
+
+    @model_validator(mode="after")
+    def _waiver_has_reason(self) -> Self:
+        if self.waive and not (self.reason and self.reason.strip()):
+            raise ValueError("waiving evidence needs a reason")
+        return self
 
 
 class Rollout(BaseModel):

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from control.audit.service import record_audit
 from control.contract import EXPOSING_STATES, RolloutState
 from control.decisions.record import render_manual
 from control.domain import NameTaken, found, record_change
@@ -17,8 +18,14 @@ from control.errors import Conflict, InvalidRequest, stale_version
 from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
 from control.repository import delete_row, get_row
 from control.rollouts import repository as repo
+from control.rollouts.gates import Evidence, GateResult, offline_gate
 from control.rollouts.schemas import RolloutCreate, RolloutUpdate
-from control.rollouts.state_machine import IllegalTransition, RolloutAction, plan
+from control.rollouts.state_machine import (
+    BEFORE_SHADOW,
+    IllegalTransition,
+    RolloutAction,
+    plan,
+)
 
 
 class RolloutConflict(Conflict):
@@ -27,6 +34,51 @@ class RolloutConflict(Conflict):
 
 class IllegalRolloutTransition(Conflict):
     code = "illegal_transition"
+
+
+class MissingEvidence(Conflict):
+    code = "missing_evidence"
+
+
+def _stage_gates(
+    session: Session,
+    rollout: Rollout,
+    *,
+    skip_shadow: bool,
+    waive: frozenset[Evidence],
+    proven: frozenset[Evidence],
+) -> dict[str, Any]:
+    """The evidence `start` needs from this state; raises MissingEvidence (409) naming
+    what is missing and not waived. Returns what the decision row keeps."""
+    state = RolloutState(rollout.state)
+    results: list[GateResult] = []
+    if state in BEFORE_SHADOW:
+        results.append(offline_gate(session, rollout))
+    if state is RolloutState.SHADOW or skip_shadow:
+        shadow = GateResult(Evidence.SHADOW)
+        if Evidence.SHADOW not in proven:
+            shadow.missing.append(
+                "the shadow's exit criterion has not held (the automation starts the canary "
+                "when acceptance is accepted and latency is within bounds at the measured load)"
+                if state is RolloutState.SHADOW
+                else "no shadow stage has run"
+            )
+        results.append(shadow)
+    missing = [r for r in results if not r.holds and r.evidence not in waive]
+    if missing:
+        names = [r.evidence.value for r in missing]
+        raise MissingEvidence(
+            f"cannot start rollout {rollout.name}: missing {', '.join(names)}: "
+            + "; ".join(m for r in missing for m in r.missing),
+            details={
+                "missing_evidence": names,
+                "reasons": {r.evidence.value: r.missing for r in missing},
+                "facts": {r.evidence.value: r.facts for r in missing},
+            },
+        )
+    gates = {r.evidence.value: {"holds": r.holds, **r.facts} for r in results}
+    waived = sorted(r.evidence.value for r in results if not r.holds)
+    return {"gates": gates, **({"waived": waived} if waived else {})}
 
 
 def rollout_state(r: Rollout) -> dict[str, Any]:
@@ -142,13 +194,19 @@ def transition_rollout(
     evidence: dict[str, Any] | None,
     task_id: str | None,
     kind: str | None,
+    waive: frozenset[Evidence] = frozenset(),
+    proven: frozenset[Evidence] = frozenset(),
 ) -> Rollout:
     """Apply `action` as a compare-and-set on the rollout's version.
 
     `expected_version` None means "the version read here": the state machine's
     plan is still only applied if nobody changed the rollout in between.
-    Raises RolloutNotFound, PreconditionFailed (lost race or stale expectation)
-    and IllegalRolloutTransition (409, naming the allowed actions).
+    `start` needs its stage's evidence: `proven` is what the caller (the
+    automation) established itself, `waive` what an admin chose to go without
+    (a waived shadow starts the canary directly); both are recorded.
+    Raises RolloutNotFound, PreconditionFailed (lost race or stale expectation),
+    IllegalRolloutTransition (409, naming the allowed actions) and
+    MissingEvidence (409, naming the evidence a `start` lacks).
     """
     rollout = get_rollout(session, rollout_id)
     if expected_version is not None and rollout.version != expected_version:
@@ -162,12 +220,21 @@ def transition_rollout(
             list(rollout.stages),
             paused_from=RolloutState(rollout.paused_from) if rollout.paused_from else None,
             probation_percentage=rollout.threshold_set.probation_percentage,
+            shadow_percentage=rollout.threshold_set.shadow_percentage,
+            skip_shadow=Evidence.SHADOW in waive,
         )
     except IllegalTransition as exc:
         allowed = [a.value for a in exc.allowed]
         raise IllegalRolloutTransition(
             str(exc), details={"state": rollout.state, "allowed_actions": allowed}
         ) from exc
+    if action is RolloutAction.START:
+        gate_evidence = _stage_gates(
+            session, rollout, skip_shadow=Evidence.SHADOW in waive, waive=waive, proven=proven
+        )
+        evidence = {**gate_evidence, **(evidence or {})}
+        if "waived" in gate_evidence and not (reason and reason.strip()):
+            raise InvalidRequest("waiving evidence needs a reason", details={"param": "reason"})
     before = rollout_state(rollout)
     values: dict[str, Any] = {
         "state": step.to_state.value,
@@ -217,6 +284,17 @@ def transition_rollout(
         after=rollout_state(rollout),
         reason=reason,
     )
+    if evidence and evidence.get("waived"):
+        # A waiver is its own audit event, so overrides can be listed and reviewed.
+        record_audit(
+            session,
+            actor=actor,
+            action="rollout.waive",
+            entity_type="rollout",
+            entity_id=rollout.id,
+            after={"decision_id": decision.id, "waived": evidence["waived"]},
+            reason=reason,
+        )
     return rollout
 
 

@@ -1,13 +1,22 @@
 """The rollout state machine, pure: which action moves which state where.
 
-    draft ──start──▶ canary ──promote──▶ ramping ──promote──▶ … ──▶ full
-    canary/ramping/full/probation ──pause──▶ paused ──resume──▶ (state it paused from)
-    any live state ──rollback──▶ rolled_back ──start──▶ canary (a fresh attempt)
+    draft ──evaluate──▶ offline (waits for a qualifying offline evaluation)
+    draft/offline/rolled_back ──start──▶ shadow ──start──▶ canary
+                                   ──promote──▶ ramping ──promote──▶ … ──▶ full
+    shadow/canary/ramping/full/probation ──pause──▶ paused ──resume──▶ (state it paused from)
+    any live state ──rollback──▶ rolled_back ──start──▶ shadow (a fresh attempt)
     any live state ──disable──▶ disabled ──enable──▶ probation ──promote──▶ ramping/full
+
+`start` moves a rollout one stage towards its canary, and each move needs its
+evidence (control.rollouts.gates): into shadow, an offline evaluation that
+meets the threshold set's offline criteria; out of shadow, the shadow's exit
+criterion (the automation starts the canary itself when it holds). An admin
+may waive either, with a reason; a waived shadow goes straight to canary.
 
 Percentages follow the rollout's stages: `promote` moves to the smallest stage
 above the current percentage (100 % means `full`); `enable` re-exposes at the
-threshold set's probation percentage.
+threshold set's probation percentage; in shadow the percentage is the share of
+the segment's requests mirrored (`shadow_percentage`), none of them exposed.
 """
 
 from dataclasses import dataclass
@@ -17,6 +26,7 @@ from control.contract import RolloutState as S
 
 
 class RolloutAction(StrEnum):
+    EVALUATE = "evaluate"
     START = "start"
     PROMOTE = "promote"
     PAUSE = "pause"
@@ -26,14 +36,17 @@ class RolloutAction(StrEnum):
     ENABLE = "enable"
 
 
-_LIVE = {S.CANARY, S.RAMPING, S.FULL, S.PROBATION}
+_LIVE = {S.SHADOW, S.CANARY, S.RAMPING, S.FULL, S.PROBATION}
+# States `start` leaves for the shadow stage (gated by the offline evaluation).
+BEFORE_SHADOW = frozenset({S.DRAFT, S.OFFLINE, S.ROLLED_BACK})
 
 ALLOWED: dict[RolloutAction, frozenset[S]] = {
-    RolloutAction.START: frozenset({S.DRAFT, S.ROLLED_BACK}),
+    RolloutAction.EVALUATE: frozenset({S.DRAFT, S.ROLLED_BACK}),
+    RolloutAction.START: frozenset(BEFORE_SHADOW | {S.SHADOW}),
     RolloutAction.PROMOTE: frozenset({S.CANARY, S.RAMPING, S.PROBATION}),
     RolloutAction.PAUSE: frozenset(_LIVE),
     RolloutAction.RESUME: frozenset({S.PAUSED}),
-    RolloutAction.ROLLBACK: frozenset(_LIVE | {S.PAUSED, S.DISABLED}),
+    RolloutAction.ROLLBACK: frozenset(_LIVE | {S.OFFLINE, S.PAUSED, S.DISABLED}),
     RolloutAction.DISABLE: frozenset(_LIVE | {S.PAUSED}),
     RolloutAction.ENABLE: frozenset({S.DISABLED}),
 }
@@ -77,14 +90,22 @@ def plan(
     *,
     paused_from: S | None = None,
     probation_percentage: float = 1.0,
+    shadow_percentage: float = 10.0,
+    skip_shadow: bool = False,
 ) -> Transition:
-    """Where `action` takes a rollout; raises IllegalTransition when it may not."""
+    """Where `action` takes a rollout; raises IllegalTransition when it may not.
+
+    `skip_shadow` (a waived shadow) makes `start` go to canary from any state."""
     if state not in ALLOWED[action]:
         raise IllegalTransition(action, state)
     to_state: S
     to_pct = percentage
     new_paused_from: S | None = None
-    if action is RolloutAction.START:
+    if action is RolloutAction.EVALUATE:
+        to_state, to_pct = S.OFFLINE, 0.0
+    elif action is RolloutAction.START and state in BEFORE_SHADOW and not skip_shadow:
+        to_state, to_pct = S.SHADOW, shadow_percentage
+    elif action is RolloutAction.START:
         to_state, to_pct = S.CANARY, min(stages)
     elif action is RolloutAction.PROMOTE:
         to_pct = next_stage(stages, percentage)

@@ -18,6 +18,7 @@ def segment_state(segment: Segment) -> dict[str, Any]:
         "description": segment.description,
         "selector": segment.selector,
         "priority": segment.priority,
+        "eval_set": segment.eval_set,
         "version": segment.version,
     }
 
@@ -36,6 +37,7 @@ def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segm
         description=body.description,
         selector=body.selector.model_dump(mode="json", exclude_none=True),
         priority=body.priority,
+        eval_set=body.eval_set,
         version=1,
     )
     session.add(segment)
@@ -65,6 +67,9 @@ def update_segment(
         values["selector"] = body.selector.model_dump(mode="json", exclude_none=True)
     if body.priority is not None:
         values["priority"] = body.priority
+    if body.eval_set is not None:
+        # NOTE: "" clears it; None leaves it as it is.
+        values["eval_set"] = body.eval_set or None
     if not repo.compare_and_set(session, segment_id, expected_version, values):
         session.refresh(segment)
         raise stale_version("segment", segment.id, segment.version, expected_version)

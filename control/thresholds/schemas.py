@@ -71,6 +71,36 @@ class ThresholdValues(BaseModel):
     min_block_requests: int = Field(
         default=10, ge=2, le=100_000, description="Requests per arm in one monitoring block."
     )
+    offline_min_mean_acceptance_length: float = Field(
+        default=1.5,
+        ge=0.0,
+        le=64.0,
+        description="Offline stage: the evaluation's mean acceptance length (tokens per target "
+        "pass, bonus token included) must reach this; must be > 1.",
+    )
+    offline_min_expected_speedup: float = Field(
+        default=1.05,
+        ge=0.0,
+        le=100.0,
+        description="Offline stage: closed-form expected speedup at the pair's depth and the "
+        "spec pool's measured cost ratio must reach this; must be > 1.",
+    )
+    offline_min_cases: int = Field(
+        default=20, ge=1, le=10_000_000, description="Offline stage: cases the evaluation ran."
+    )
+    offline_max_stale_fraction: float = Field(
+        default=0.1,
+        ge=0.0,
+        lt=1.0,
+        description="Offline stage: largest share of the evaluation's cases past their "
+        "refresh-by date.",
+    )
+    shadow_percentage: float = Field(
+        default=10.0,
+        gt=0.0,
+        le=100.0,
+        description="Shadow stage: share of the segment's requests mirrored to the spec pool.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -81,6 +111,19 @@ class ThresholdValues(BaseModel):
             raise ValueError(
                 f"the acceptance test needs 0 < min_acceptance_rate ({self.min_acceptance_rate:g}) "
                 f"and min_acceptance_rate + acceptance_indifference ({acceptable:g}) < 1"
+            )
+        # NOTE: a mean acceptance length counts the target's own token, so 1 is what a
+        # draft that never lands a token reaches; a speedup of 1 admits no gain at all.
+        if self.offline_min_mean_acceptance_length <= 1.0:
+            raise ValueError(
+                "offline_min_mean_acceptance_length "
+                f"({self.offline_min_mean_acceptance_length:g}) must be > 1: every draft "
+                "reaches 1"
+            )
+        if self.offline_min_expected_speedup <= 1.0:
+            raise ValueError(
+                f"offline_min_expected_speedup ({self.offline_min_expected_speedup:g}) must be "
+                "> 1: a lower bar admits drafts that slow the segment down"
             )
         return self
 
@@ -116,6 +159,11 @@ class ThresholdSetChange(BaseModel):
     error_rate_relative_margin: float | None = Field(default=None, ge=0.0, le=100.0)
     holdout_percentage: float | None = Field(default=None, ge=0.5, le=50.0)
     min_block_requests: int | None = Field(default=None, ge=2, le=100_000)
+    offline_min_mean_acceptance_length: float | None = Field(default=None, ge=0.0, le=64.0)
+    offline_min_expected_speedup: float | None = Field(default=None, ge=0.0, le=100.0)
+    offline_min_cases: int | None = Field(default=None, ge=1, le=10_000_000)
+    offline_max_stale_fraction: float | None = Field(default=None, ge=0.0, lt=1.0)
+    shadow_percentage: float | None = Field(default=None, gt=0.0, le=100.0)
 
 
 class ThresholdSet(ThresholdValues):

@@ -145,3 +145,81 @@ def seed(client: TestClient, headers: dict[str, str], dirs: dict[str, str]) -> d
         "thresholds": thresholds,
         "rollout": rollout,
     }
+
+
+def eval_cases(n: int, *, refresh_by: str = "2999-01-01", stale: int = 0) -> list[dict[str, Any]]:
+    """n cases with full lineage; the first `stale` are past their refresh-by date."""
+    return [
+        {
+            "case_key": f"case-{i}",
+            "labels": {"task": "code" if i % 2 else "chat", "language": "en"},
+            "why": "covers the segment's common prompts",
+            "source": "curated",
+            "reviewer": "alice@example.com",
+            "supports": "policy: code segment latency",
+            "refresh_by": "2000-01-01" if i < stale else refresh_by,
+            "prompt_ref": f"line:{i}",
+            "prompt_sha256": f"{i:064x}",
+        }
+        for i in range(n)
+    ]
+
+
+def qualify_offline(
+    client: TestClient,
+    headers: dict[str, str],
+    seeded: dict[str, Any],
+    *,
+    rates: tuple[float, ...] = (0.9, 0.8, 0.7),
+    cases: int = 30,
+) -> dict[str, Any]:
+    """An eval set on the seeded segment and an offline evaluation of the seeded pair
+    version on it (passing the default offline criteria with the default rates)."""
+    eval_set = created(
+        client.post(
+            "/admin/v1/eval-sets",
+            json={
+                "name": "code-evals",
+                "prompt_store": "file:///evals/code.jsonl",
+                "cases": eval_cases(cases),
+            },
+            headers=headers,
+        )
+    )
+    segment = seeded["segment"]
+    current = client.get(f"/admin/v1/segments/{segment['id']}", headers=headers)
+    patched = client.patch(
+        f"/admin/v1/segments/{segment['id']}",
+        json={"eval_set": "code-evals"},
+        headers={**headers, "If-Match": current.headers["ETag"]},
+    )
+    assert patched.status_code == 200, patched.text
+    reach, length = 1.0, 1.0
+    for r in rates:
+        reach *= r
+        length += reach
+    evaluation = created(
+        client.post(
+            "/admin/v1/evaluations",
+            json={
+                "pair_version_id": seeded["version"]["id"],
+                "eval_set_id": eval_set["id"],
+                "case_keys": [c["case_key"] for c in eval_set["cases"]],
+                "drafts": 500,
+                "position_acceptance": list(rates),
+                "mean_acceptance_length": length,
+                "cost_ratio": 0.1,
+                "expected_speedup": {"3": length / 1.3},
+                "draft_perplexity": 12.5,
+                "training_set": "tiny-corpus-v1",
+            },
+            headers=headers,
+        )
+    )
+    return {"eval_set": eval_set, "evaluation": evaluation}
+
+
+WAIVE_ALL = {
+    "waive": ["offline_evaluation", "shadow"],
+    "reason": "test: straight to canary",
+}

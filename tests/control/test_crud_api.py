@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from control.models import AuditEvent, Pair, Rollout, Segment
 from control.snapshot.version import current_snapshot_version
+from tests.control.conftest import WAIVE_ALL
 
 
 def test_pair_list_update_and_delete(
@@ -75,7 +76,9 @@ def test_rollout_delete_only_as_draft_and_unknown_threshold_on_patch(
         f"/admin/v1/rollouts/{rid}", headers={**admin_headers, "If-Match": '"7"'}
     )
     assert stale_delete.status_code == 412
-    assert app_client.post(f"/admin/v1/rollouts/{rid}/start", headers=admin_headers).is_success
+    assert app_client.post(
+        f"/admin/v1/rollouts/{rid}/start", headers=admin_headers, json=WAIVE_ALL
+    ).is_success
     live = app_client.delete(f"/admin/v1/rollouts/{rid}", headers=admin_headers)
     assert live.status_code == 409
     assert session.get(Rollout, rid) is not None

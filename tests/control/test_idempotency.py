@@ -7,6 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.models import ApiKey, AuditEvent, Decision, IdempotencyRecord, Pair, Rollout
+from tests.control.conftest import WAIVE_ALL
 
 
 def test_replay_returns_the_stored_response_and_writes_nothing(
@@ -71,7 +72,9 @@ def test_a_retried_promote_with_the_same_key_promotes_once(
     session: Session,
 ) -> None:
     rid = seeded["rollout"]["id"]
-    assert app_client.post(f"/admin/v1/rollouts/{rid}/start", headers=admin_headers).is_success
+    assert app_client.post(
+        f"/admin/v1/rollouts/{rid}/start", headers=admin_headers, json=WAIVE_ALL
+    ).is_success
     headers = {**admin_headers, "Idempotency-Key": "promote-once"}
     first = app_client.post(f"/admin/v1/rollouts/{rid}/promote", headers=headers)
     retry = app_client.post(f"/admin/v1/rollouts/{rid}/promote", headers=headers)

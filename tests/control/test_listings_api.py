@@ -4,6 +4,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tests.control.conftest import WAIVE_ALL
+
 
 def test_audit_filters_and_cursor_pages(
     app_client: TestClient, admin_headers: dict[str, str]
@@ -51,7 +53,9 @@ def test_decisions_filter_by_rollout_and_kind(
     rid = seeded["rollout"]["id"]
     for action in ("start", "promote", "pause"):
         assert app_client.post(
-            f"/admin/v1/rollouts/{rid}/{action}", headers=admin_headers
+            f"/admin/v1/rollouts/{rid}/{action}",
+            headers=admin_headers,
+            json=WAIVE_ALL if action == "start" else None,
         ).is_success
     listed = app_client.get(
         "/admin/v1/decisions", params={"rollout_id": rid}, headers=admin_headers

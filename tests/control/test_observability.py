@@ -6,6 +6,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.control.conftest import WAIVE_ALL
+
 
 def scrape(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     response = client.get("/metrics")
@@ -41,7 +43,9 @@ def test_metrics_follow_rollout_flips_and_heartbeats(
         == 0.0
     )
 
-    started = app_client.post(f"/admin/v1/rollouts/{rollout['id']}/start", headers=admin_headers)
+    started = app_client.post(
+        f"/admin/v1/rollouts/{rollout['id']}/start", headers=admin_headers, json=WAIVE_ALL
+    )
     assert started.status_code == 200, started.text
     beat = app_client.post(
         "/internal/v1/workers/spec-0/heartbeat",

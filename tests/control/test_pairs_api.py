@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from control.models import AuditEvent, PairVersion
 from control.snapshot.version import current_snapshot_version
+from tests.control.conftest import WAIVE_ALL
 
 
 def _pair(client: TestClient, headers: dict[str, str], name: str = "tiny") -> dict[str, Any]:
@@ -181,7 +182,9 @@ def test_retiring_an_exposed_version_is_409(
     app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
 ) -> None:
     rid = seeded["rollout"]["id"]
-    assert app_client.post(f"/admin/v1/rollouts/{rid}/start", headers=admin_headers).is_success
+    assert app_client.post(
+        f"/admin/v1/rollouts/{rid}/start", headers=admin_headers, json=WAIVE_ALL
+    ).is_success
     pair_id, version_id = seeded["pair"]["id"], seeded["version"]["id"]
     response = app_client.post(
         f"/admin/v1/pairs/{pair_id}/versions/{version_id}/retire", headers=admin_headers

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from control.decisions.record import SECTIONS
 from control.models import AuditEvent, Decision, Rollout
 from control.snapshot.version import current_snapshot_version
+from tests.control.conftest import WAIVE_ALL
 
 
 def _act(client: TestClient, headers: dict[str, str], rid: int, action: str, **extra: Any) -> Any:
@@ -25,7 +26,7 @@ def test_created_rollout_is_a_draft_with_etag(
     body = response.json()
     assert body["state"] == "draft"
     assert body["percentage"] == 0.0
-    assert body["allowed_actions"] == ["start"]
+    assert body["allowed_actions"] == ["evaluate", "start"]
     assert len(body["cohort_salt"]) == 32
     row = session.get(Rollout, rid)
     assert row is not None and row.state == "draft"
@@ -40,7 +41,7 @@ def test_start_promote_to_full_writes_decisions_audit_and_bumps_snapshot(
     rid = seeded["rollout"]["id"]
     snapshot_before = current_snapshot_version(session)
 
-    started = _act(app_client, admin_headers, rid, "start", json={"reason": "canary"})
+    started = _act(app_client, admin_headers, rid, "start", json={**WAIVE_ALL, "reason": "canary"})
     assert started.status_code == 200, started.text
     assert started.json()["state"] == "canary"
     assert started.json()["percentage"] == 1.0
@@ -80,6 +81,7 @@ def test_start_promote_to_full_writes_decisions_audit_and_bumps_snapshot(
     assert actions == [
         "rollout.create",
         "rollout.start",
+        "rollout.waive",
         "rollout.promote",
         "rollout.promote",
         "rollout.promote",
@@ -123,8 +125,8 @@ def test_illegal_transition_is_409_naming_allowed_actions(
     assert response.status_code == 409
     error = response.json()["error"]
     assert error["code"] == "illegal_transition"
-    assert error["details"]["allowed_actions"] == ["start"]
-    assert "allowed: start" in error["message"]
+    assert error["details"]["allowed_actions"] == ["evaluate", "start"]
+    assert "allowed: evaluate, start" in error["message"]
     row = session.get(Rollout, rid)
     assert row is not None and (row.state, row.version) == ("draft", 1)
     assert session.scalars(select(Decision)).all() == []
@@ -134,7 +136,7 @@ def test_stale_if_match_is_412_and_changes_nothing(
     app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any], session: Session
 ) -> None:
     rid = seeded["rollout"]["id"]
-    assert _act(app_client, admin_headers, rid, "start").status_code == 200
+    assert _act(app_client, admin_headers, rid, "start", json=WAIVE_ALL).status_code == 200
     stale = _act(app_client, {**admin_headers, "If-Match": '"1"'}, rid, "pause")
     assert stale.status_code == 412
     assert stale.json()["error"]["code"] == "stale_version"
@@ -153,7 +155,7 @@ def test_disable_enable_probation_and_rollback(
     app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any], session: Session
 ) -> None:
     rid = seeded["rollout"]["id"]
-    _act(app_client, admin_headers, rid, "start")
+    _act(app_client, admin_headers, rid, "start", json=WAIVE_ALL)
     disabled = _act(app_client, admin_headers, rid, "disable", json={"reason": "low acceptance"})
     assert (disabled.json()["state"], disabled.json()["percentage"]) == ("disabled", 0.0)
     assert disabled.json()["disable_count"] == 1

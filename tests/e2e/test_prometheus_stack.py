@@ -118,7 +118,10 @@ def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str
             "stages": [50, 100],
         },
     )
-    admin.post(f"/rollouts/{rollout['id']}/start")
+    admin.post(
+        f"/rollouts/{rollout['id']}/start",
+        {"waive": ["offline_evaluation", "shadow"], "reason": "metrics test: canary"},
+    )
     tenant = admin.post("/tenants", {"name": "apps"})
     key = admin.post(f"/tenants/{tenant['id']}/keys", {"name": "k"})["key"]
     stingy = admin.post("/tenants", {"name": "stingy", "weighted_tokens_per_minute": 1})

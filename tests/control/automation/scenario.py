@@ -26,6 +26,7 @@ from control.models import (
     ThresholdSet,
     utcnow,
 )
+from control.rollouts.gates import Evidence
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from control.telemetry.service import ingest_batch
@@ -128,6 +129,8 @@ def create_rollout(database: Database, **threshold_overrides: Any) -> Setup:
             evidence=None,
             task_id=None,
             kind=None,
+            # The scenarios judge canaries: the offline and shadow stages are waived.
+            waive=frozenset(Evidence),
         )
         return Setup(rollout.id, segment.id, version.id, spec.id, baseline.id, thresholds.id)
 

@@ -15,7 +15,7 @@ from control.app import create_app
 from control.cli import app as root
 from control.migrate import current_revision
 from control.settings import ControlSettings
-from tests.control.conftest import THRESHOLDS, write_model_dir
+from tests.control.conftest import THRESHOLDS, eval_cases, write_model_dir
 
 TOKEN = "cli-test-token"
 
@@ -82,7 +82,26 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
         )
     )
     base = json.loads(ok("pool", "create", "base", "--model", "tiny", "--target", str(target)))
-    segment = json.loads(ok("segment", "create", "code", "--selector", '{"tasks": ["code"]}'))
+    segment = json.loads(
+        ok(
+            "segment",
+            "create",
+            "code",
+            "--selector",
+            '{"tasks": ["code"]}',
+            "--eval-set",
+            "code-evals",
+        )
+    )
+    assert segment["eval_set"] == "code-evals"
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps(eval_cases(3, stale=1)))
+    made = ok(
+        "eval-set", "create", "code-evals", "--cases", str(cases), "--prompt-store", "file:///p"
+    )
+    assert made.strip() == "eval set code-evals v1 (id 1): 3 cases, 1 stale"
+    listed = ok("eval-sets")
+    assert "code-evals" in listed and "case-0" in listed and "case-1" not in listed
     thresholds = json.loads(
         ok("thresholds", "create", "default", "--values", json.dumps(THRESHOLDS))
     )
@@ -106,9 +125,20 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
         )
     )
     rid = str(rollout["id"])
-    assert ok("rollout", "start", rid).strip() == "rollout code-tiny: canary at 1 % (version 2)"
+    missing = runner.invoke(root, ["admin", "rollout", "start", rid])
+    assert missing.exit_code == 1
+    assert (
+        "error 409" in missing.output and "no offline evaluation of pair version" in missing.output
+    )
+    waive = ["--waive", "offline_evaluation", "--reason", "evaluated before the lifecycle"]
+    assert ok("rollout", "start", rid, *waive).strip() == (
+        "rollout code-tiny: shadow at 10 % (version 2)"
+    )
+    assert ok("rollout", "start", rid, "--waive", "shadow", "--reason", "urgent").strip() == (
+        "rollout code-tiny: canary at 1 % (version 3)"
+    )
     assert ok("rollout", "promote", rid, "--reason", "good").strip() == (
-        "rollout code-tiny: ramping at 10 % (version 3)"
+        "rollout code-tiny: ramping at 10 % (version 4)"
     )
 
     illegal = runner.invoke(root, ["admin", "rollout", "enable", rid])

@@ -1,0 +1,1 @@
+"""Governed eval sets and the offline evaluations of pair versions run on them."""

@@ -1,0 +1,82 @@
+"""/admin/v1/eval-sets (versioned, with lineage) and /admin/v1/evaluations (offline)."""
+
+from fastapi import APIRouter, Query, status
+from fastapi.responses import JSONResponse
+
+from control.api.auth import Reader
+from control.api.deps import SessionDep
+from control.api.errors import error_responses
+from control.api.idempotency import IdempotencyDep
+from control.api.ids import MAX_ID, IdPath
+from control.evaluations import repository as repo
+from control.evaluations import service
+from control.evaluations.schemas import (
+    EvalSet,
+    EvalSetCreate,
+    EvalSetSummary,
+    OfflineEvaluation,
+    OfflineEvaluationCreate,
+)
+
+router = APIRouter(tags=["evaluations"])
+
+
+@router.get("/eval-sets", response_model=list[EvalSetSummary], responses=error_responses())
+def list_sets(
+    session: SessionDep, _: Reader, name: str | None = Query(default=None, max_length=100)
+) -> list[EvalSetSummary]:
+    return service.summaries(session, name)
+
+
+@router.post(
+    "/eval-sets",
+    status_code=status.HTTP_201_CREATED,
+    response_model=EvalSet,
+    responses=error_responses(),
+    description="Writes the next version of the named set (1 for a new name); sets are "
+    "never edited. Cases carry prompt references and digests, never prompt text.",
+)
+def create_set(body: EvalSetCreate, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
+    row = service.create_set(session, body, actor=idem.principal.actor)
+    return idem.remember(service.describe(session, row.id), status_code=201)
+
+
+@router.get("/eval-sets/{set_id}", response_model=EvalSet, responses=error_responses(404))
+def get_set(set_id: IdPath, session: SessionDep, _: Reader) -> EvalSet:
+    return service.describe(session, set_id)
+
+
+@router.get("/evaluations", response_model=list[OfflineEvaluation], responses=error_responses())
+def list_evaluations(
+    session: SessionDep,
+    _: Reader,
+    pair_version_id: int | None = Query(default=None, ge=1, le=MAX_ID),
+    eval_set_id: int | None = Query(default=None, ge=1, le=MAX_ID),
+    limit: int = Query(default=50, ge=1, le=500),
+) -> list[OfflineEvaluation]:
+    rows = repo.list_evaluations(
+        session, pair_version_id=pair_version_id, eval_set_id=eval_set_id, limit=limit
+    )
+    return [OfflineEvaluation.model_validate(r) for r in rows]
+
+
+@router.post(
+    "/evaluations",
+    status_code=status.HTTP_201_CREATED,
+    response_model=OfflineEvaluation,
+    responses=error_responses(),
+    description="An offline evaluation of a pair version on an eval set (what `specroute "
+    "engine evaluate` posts). Cases past their refresh-by date are flagged on it.",
+)
+def create_evaluation(
+    body: OfflineEvaluationCreate, session: SessionDep, idem: IdempotencyDep
+) -> JSONResponse:
+    row = service.create_evaluation(session, body, actor=idem.principal.actor)
+    return idem.remember(OfflineEvaluation.model_validate(row), status_code=201)
+
+
+@router.get(
+    "/evaluations/{evaluation_id}", response_model=OfflineEvaluation, responses=error_responses(404)
+)
+def get_evaluation(evaluation_id: IdPath, session: SessionDep, _: Reader) -> OfflineEvaluation:
+    return OfflineEvaluation.model_validate(service.get_evaluation(session, evaluation_id))

@@ -1,0 +1,91 @@
+"""SQL for eval sets, their cases and offline evaluations."""
+
+from datetime import date
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from control.models import DepthRecommendation, EvalCase, EvalSet, OfflineEvaluation, Rollout
+
+
+def latest_version(session: Session, name: str) -> int:
+    return int(session.scalar(select(func.max(EvalSet.version)).where(EvalSet.name == name)) or 0)
+
+
+def latest_set(session: Session, name: str) -> EvalSet | None:
+    return session.scalar(
+        select(EvalSet).where(EvalSet.name == name).order_by(EvalSet.version.desc()).limit(1)
+    )
+
+
+def list_sets(session: Session, name: str | None) -> list[EvalSet]:
+    query = select(EvalSet).order_by(EvalSet.name, EvalSet.version)
+    if name is not None:
+        query = query.where(EvalSet.name == name)
+    return list(session.scalars(query))
+
+
+def case_counts(session: Session) -> dict[int, int]:
+    rows = session.execute(
+        select(EvalCase.eval_set_id, func.count()).group_by(EvalCase.eval_set_id)
+    ).all()
+    return {int(set_id): int(n) for set_id, n in rows}
+
+
+def stale_keys(session: Session, set_ids: list[int], today: date) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {i: [] for i in set_ids}
+    rows = session.execute(
+        select(EvalCase.eval_set_id, EvalCase.case_key)
+        .where(EvalCase.eval_set_id.in_(set_ids), EvalCase.refresh_by < today)
+        .order_by(EvalCase.id)
+    ).all()
+    for set_id, key in rows:
+        out[int(set_id)].append(str(key))
+    return out
+
+
+def case_keys(session: Session, set_id: int) -> set[str]:
+    return set(session.scalars(select(EvalCase.case_key).where(EvalCase.eval_set_id == set_id)))
+
+
+def list_evaluations(
+    session: Session, *, pair_version_id: int | None, eval_set_id: int | None, limit: int
+) -> list[OfflineEvaluation]:
+    query = select(OfflineEvaluation).order_by(OfflineEvaluation.id.desc()).limit(limit)
+    if pair_version_id is not None:
+        query = query.where(OfflineEvaluation.pair_version_id == pair_version_id)
+    if eval_set_id is not None:
+        query = query.where(OfflineEvaluation.eval_set_id == eval_set_id)
+    return list(session.scalars(query))
+
+
+def latest_evaluation(
+    session: Session, pair_version_id: int, eval_set_id: int
+) -> OfflineEvaluation | None:
+    return session.scalar(
+        select(OfflineEvaluation)
+        .where(
+            OfflineEvaluation.pair_version_id == pair_version_id,
+            OfflineEvaluation.eval_set_id == eval_set_id,
+        )
+        .order_by(OfflineEvaluation.id.desc())
+        .limit(1)
+    )
+
+
+def measured_cost_ratio(session: Session, spec_pool_id: int) -> tuple[float, int] | None:
+    """The cost ratio the automation last measured on this spec pool (depth advice backs
+    it out of the load-matched speedup), with the recommendation's id."""
+    row = session.scalar(
+        select(DepthRecommendation)
+        .join(Rollout, Rollout.id == DepthRecommendation.rollout_id)
+        .where(Rollout.spec_pool_id == spec_pool_id)
+        .order_by(DepthRecommendation.id.desc())
+        .limit(1)
+    )
+    if row is None:
+        return None
+    advice: Any = row.evidence.get("advice") or {}
+    ratio = advice.get("cost_ratio")
+    return (float(ratio), row.id) if isinstance(ratio, int | float) else None

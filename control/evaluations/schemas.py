@@ -1,0 +1,162 @@
+"""Request and response bodies of the eval-sets and offline-evaluations API."""
+
+from datetime import date, datetime
+from enum import StrEnum
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from control.ids import DbId
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+_SHA256 = r"^[0-9a-f]{64}$"
+
+
+class CaseSource(StrEnum):
+    GENERATED = "generated"
+    PRODUCTION_INCIDENT = "production_incident"
+    CURATED = "curated"
+
+
+class EvalCaseCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    case_key: str = Field(min_length=1, max_length=200, pattern=_NAME)
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Slicing labels, e.g. task, language, temperature, adapter.",
+    )
+    why: str = Field(min_length=1, max_length=2000, description="Why this case exists.")
+    source: CaseSource
+    reviewer: str = Field(
+        min_length=1, max_length=200, description="Who reviewed its expected behaviour."
+    )
+    supports: str = Field(
+        min_length=1, max_length=500, description="The policy, incident or source it supports."
+    )
+    refresh_by: date = Field(description="After this date the case is stale.")
+    prompt_ref: str = Field(
+        min_length=1, max_length=500, description="Key of the prompt in the set's prompt store."
+    )
+    prompt_sha256: str = Field(pattern=_SHA256, description="sha256 of the stored prompt.")
+
+
+class EvalSetCreate(BaseModel):
+    """A new version of the named set (version 1 when the name is new)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, pattern=_NAME)
+    description: str = Field(default="", max_length=1000)
+    prompt_store: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="Where the prompts live (e.g. file:///data/evals/code.jsonl); control "
+        "stores references and digests only, never prompt text.",
+    )
+    cases: list[EvalCaseCreate] = Field(min_length=1, max_length=100_000)
+
+    @model_validator(mode="after")
+    def _unique_keys(self) -> Self:
+        keys = [c.case_key for c in self.cases]
+        if len(keys) != len(set(keys)):
+            raise ValueError("case_key must be unique within an eval set")
+        return self
+
+
+class EvalCase(EvalCaseCreate):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    stale: bool = False
+
+
+class EvalSetSummary(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    version: int
+    description: str
+    prompt_store: str
+    created_by: str
+    created_at: datetime
+    case_count: int = 0
+    stale_case_keys: list[str] = Field(
+        default_factory=list, description="Cases past their refresh-by date today."
+    )
+
+
+class EvalSet(EvalSetSummary):
+    cases: list[EvalCase] = Field(default_factory=list)
+
+
+class SliceResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cases: int = Field(ge=0)
+    drafts: int = Field(ge=0)
+    mean_acceptance_length: float | None = Field(default=None, ge=1.0)
+    acceptance_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class OfflineEvaluationCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pair_version_id: DbId
+    eval_set_id: DbId
+    case_keys: list[str] = Field(
+        min_length=1, max_length=100_000, description="The cases the evaluation ran."
+    )
+    drafts: int = Field(ge=1, description="Draft proposals (target verification passes).")
+    position_acceptance: list[float] = Field(
+        min_length=1,
+        max_length=64,
+        description="Conditional acceptance rate per draft position: P(accept j | reached j).",
+    )
+    mean_acceptance_length: float = Field(ge=1.0, le=65.0)
+    cost_ratio: float = Field(ge=0.0, le=10.0, description="Draft / target forward cost.")
+    expected_speedup: dict[str, float] = Field(
+        description="Closed-form expected speedup per depth at cost_ratio, keyed by depth."
+    )
+    draft_perplexity: float | None = Field(default=None, gt=0.0)
+    slices: dict[str, SliceResult] = Field(
+        default_factory=dict, description='Per label value, e.g. "task=code".'
+    )
+    training_set: str | None = Field(
+        default=None, max_length=500, description="What the draft was trained on."
+    )
+    engine_version: str = Field(default="", max_length=50)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if any(not 0.0 <= r <= 1.0 for r in self.position_acceptance):
+            raise ValueError("position_acceptance rates must lie in [0, 1]")
+        for depth, speedup in self.expected_speedup.items():
+            if not depth.isdigit() or not 1 <= int(depth) <= 64 or speedup <= 0:
+                raise ValueError("expected_speedup maps depths 1..64 to positive speedups")
+        return self
+
+
+class OfflineEvaluation(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    pair_version_id: int
+    eval_set_id: int
+    cases: int
+    drafts: int
+    position_acceptance: list[float]
+    mean_acceptance_length: float
+    cost_ratio: float
+    expected_speedup: dict[str, float]
+    draft_perplexity: float | None
+    slices: dict[str, Any]
+    stale_case_keys: list[str] = Field(
+        description="Cases that were past their refresh-by date when it was posted."
+    )
+    training_set: str | None
+    engine_version: str
+    actor: str
+    created_at: datetime

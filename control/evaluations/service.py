@@ -1,0 +1,152 @@
+"""Eval sets are never edited: a change is version n+1 of the same name, so an
+evaluation cites exactly the cases it ran. Offline evaluations are immutable
+results posted by `specroute engine evaluate`; cases past their refresh-by date
+are flagged on the evaluation when it is posted."""
+
+from sqlalchemy.orm import Session
+
+from control import clock
+from control.audit.service import record_audit
+from control.domain import found
+from control.errors import InvalidRequest
+from control.evaluations import repository as repo
+from control.evaluations.schemas import (
+    EvalCase as EvalCaseOut,
+)
+from control.evaluations.schemas import (
+    EvalSet as EvalSetOut,
+)
+from control.evaluations.schemas import (
+    EvalSetCreate,
+    EvalSetSummary,
+    OfflineEvaluationCreate,
+)
+from control.models import EvalCase, EvalSet, OfflineEvaluation, PairVersion
+from control.repository import get_row
+
+
+def get_set(session: Session, set_id: int) -> EvalSet:
+    return found(get_row(session, EvalSet, set_id), "eval_set", f"eval set {set_id} does not exist")
+
+
+def create_set(session: Session, body: EvalSetCreate, *, actor: str) -> EvalSet:
+    row = EvalSet(
+        name=body.name,
+        version=repo.latest_version(session, body.name) + 1,
+        description=body.description,
+        prompt_store=body.prompt_store,
+        created_by=actor,
+        cases=[EvalCase(**c.model_dump(mode="python")) for c in body.cases],
+    )
+    for case in row.cases:
+        case.source = str(case.source)
+    session.add(row)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="eval_set.version",
+        entity_type="eval_set",
+        entity_id=row.id,
+        after={"name": row.name, "version": row.version, "cases": len(row.cases)},
+    )
+    return row
+
+
+def summaries(session: Session, name: str | None) -> list[EvalSetSummary]:
+    rows = repo.list_sets(session, name)
+    counts = repo.case_counts(session)
+    stale = repo.stale_keys(session, [r.id for r in rows], clock.now().date())
+    out = []
+    for row in rows:
+        summary = EvalSetSummary.model_validate(row)
+        summary.case_count = counts.get(row.id, 0)
+        summary.stale_case_keys = stale[row.id]
+        out.append(summary)
+    return out
+
+
+def describe(session: Session, set_id: int) -> EvalSetOut:
+    row = get_set(session, set_id)
+    today = clock.now().date()
+    cases = [EvalCaseOut.model_validate(c) for c in row.cases]
+    for case in cases:
+        case.stale = case.refresh_by < today
+    out = EvalSetOut.model_validate({**EvalSetSummary.model_validate(row).model_dump()})
+    out.cases = cases
+    out.case_count = len(cases)
+    out.stale_case_keys = [c.case_key for c in cases if c.stale]
+    return out
+
+
+def create_evaluation(
+    session: Session, body: OfflineEvaluationCreate, *, actor: str
+) -> OfflineEvaluation:
+    version = get_row(session, PairVersion, body.pair_version_id)
+    if version is None:
+        raise InvalidRequest(
+            f"pair_version_id {body.pair_version_id} does not exist",
+            details={"param": "pair_version_id"},
+        )
+    eval_set = get_row(session, EvalSet, body.eval_set_id)
+    if eval_set is None:
+        raise InvalidRequest(
+            f"eval_set_id {body.eval_set_id} does not exist", details={"param": "eval_set_id"}
+        )
+    known = repo.case_keys(session, eval_set.id)
+    unknown = sorted(set(body.case_keys) - known)
+    if unknown:
+        raise InvalidRequest(
+            f"{len(unknown)} case keys are not in eval set {eval_set.name} "
+            f"v{eval_set.version}: {', '.join(unknown[:5])}",
+            details={"param": "case_keys", "unknown": unknown[:50]},
+        )
+    if len(body.position_acceptance) != version.num_speculative_tokens:
+        raise InvalidRequest(
+            f"pair version {version.id} drafts {version.num_speculative_tokens} tokens; "
+            f"position_acceptance has {len(body.position_acceptance)} positions",
+            details={"param": "position_acceptance"},
+        )
+    today = clock.now().date()
+    ran = set(body.case_keys)
+    stale = [c.case_key for c in eval_set.cases if c.case_key in ran and c.refresh_by < today]
+    row = OfflineEvaluation(
+        pair_version_id=version.id,
+        eval_set_id=eval_set.id,
+        cases=len(ran),
+        drafts=body.drafts,
+        position_acceptance=body.position_acceptance,
+        mean_acceptance_length=body.mean_acceptance_length,
+        cost_ratio=body.cost_ratio,
+        expected_speedup=body.expected_speedup,
+        draft_perplexity=body.draft_perplexity,
+        slices={k: v.model_dump() for k, v in body.slices.items()},
+        stale_case_keys=stale,
+        training_set=body.training_set,
+        engine_version=body.engine_version,
+        actor=actor,
+    )
+    session.add(row)
+    session.flush()
+    record_audit(
+        session,
+        actor=actor,
+        action="offline_evaluation.create",
+        entity_type="pair_version",
+        entity_id=version.id,
+        after={
+            "evaluation_id": row.id,
+            "eval_set": f"{eval_set.name} v{eval_set.version}",
+            "mean_acceptance_length": row.mean_acceptance_length,
+            "stale_cases": len(stale),
+        },
+    )
+    return row
+
+
+def get_evaluation(session: Session, evaluation_id: int) -> OfflineEvaluation:
+    return found(
+        get_row(session, OfflineEvaluation, evaluation_id),
+        "evaluation",
+        f"offline evaluation {evaluation_id} does not exist",
+    )
