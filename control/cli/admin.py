@@ -436,11 +436,18 @@ def status(output: Output = OutputOption) -> None:
 
 
 @app.command("eval-sets")
-def eval_sets(name: str | None = typer.Option(None, help="Only this set's versions.")) -> None:
+def eval_sets(
+    name: str | None = typer.Option(None, help="Only this set's versions."),
+    output: Output = OutputOption,
+) -> None:
     """Eval sets with their stale cases (past refresh-by), which evaluations get flagged on."""
     params = {"name": name} if name else {}
-    table = Table("id", "name", "version", "cases", "stale", "stale cases", "prompt store")
-    for s in api().request("GET", "/eval-sets", params=params):
+    items = api().request("GET", "/eval-sets", params=params)
+    if output is Output.json:
+        _emit_json(items)
+        return
+    table = _table("id", "name", "version", "cases", "stale", "stale cases", "prompt store")
+    for s in items:
         stale = s["stale_case_keys"]
         table.add_row(
             str(s["id"]),
@@ -479,13 +486,20 @@ def eval_set_show(set_id: int) -> None:
 
 
 @app.command("evaluations")
-def evaluations(pair_version: int | None = typer.Option(None, help="Pair version id.")) -> None:
+def evaluations(
+    pair_version: int | None = typer.Option(None, help="Pair version id."),
+    output: Output = OutputOption,
+) -> None:
     """Offline evaluations, newest first, with the stale cases each ran."""
     params = {"pair_version_id": pair_version} if pair_version else {}
-    table = Table(
+    items = api().request("GET", "/evaluations", params=params)
+    if output is Output.json:
+        _emit_json(items)
+        return
+    table = _table(
         "id", "pair v", "eval set", "cases", "mean acc len", "speedup by k", "ppl", "stale"
     )
-    for e in api().request("GET", "/evaluations", params=params):
+    for e in items:
         speedups = ", ".join(f"{k}:{v:.2f}" for k, v in sorted(e["expected_speedup"].items()))
         ppl = e["draft_perplexity"]
         table.add_row(

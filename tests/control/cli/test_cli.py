@@ -165,7 +165,7 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
     assert (listed["state"], listed["percentage"]) == ("ramping", 10)
     assert {p["name"] for p in as_json["pools"]} == {"spec", "base"}
     kinds = [d["kind"] for d in json.loads(ok("decisions", "--rollout", rid, "-o", "json"))]
-    assert kinds == ["manual_promote", "manual_start"]
+    assert kinds == ["manual_promote", "manual_start", "manual_start"]
     actions = [
         e["action"] for e in json.loads(ok("audit", "--entity-type", "rollout", "-o", "json"))
     ]
