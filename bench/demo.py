@@ -41,6 +41,9 @@ SAMPLE_S = 2.0
 # The gateway flushes a window every 2 s after it closes (5 s windows): wait for
 # the last one so the final acceptance numbers include every request.
 SETTLE_S = 8.0
+# The live view's spec share is over the requests started in the last RECENT_S
+# seconds, so it drops to 0 % after a disable instead of decaying slowly.
+RECENT_S = 15.0
 console = Console()
 
 
@@ -61,7 +64,7 @@ def _live_view(gen: TrafficGenerator, monitor: Monitor, duration_s: float) -> Gr
         "errors",
         "shed",
         "in flight",
-        "spec share",
+        f"spec share ({RECENT_S:g} s)",
         "accept. len",
         "TPOT spec/base ms",
         "rollout",
@@ -70,7 +73,8 @@ def _live_view(gen: TrafficGenerator, monitor: Monitor, duration_s: float) -> Gr
     for seg in gen.segments:
         rows = [r for r in gen.results if r.segment == seg.name]
         ok = [r for r in rows if r.ok]
-        spec = [r for r in ok if r.arm == "spec"]
+        recent = [r for r in ok if r.started_s >= gen.elapsed() - RECENT_S]
+        spec_recent = [r for r in recent if r.arm == "spec"]
         tpot = {
             arm: [r.tpot_s * 1000 for r in ok if r.arm == arm and r.tpot_s is not None]
             for arm in ("spec", "baseline")
@@ -85,7 +89,7 @@ def _live_view(gen: TrafficGenerator, monitor: Monitor, duration_s: float) -> Gr
             str(len(rows) - len(ok)),
             str(counters.shed),
             str(counters.in_flight),
-            f"{len(spec) / len(ok):.0%}" if ok else "-",
+            f"{len(spec_recent) / len(recent):.0%}" if recent else "-",
             f"{tau:.2f}" if tau is not None else "-",
             " / ".join(
                 f"{statistics.median(v):.1f}" if v else "-"

@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")  # NOTE: no display on a server; must precede pyplot.
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from rich.table import Table
 
 from bench.demo_monitor import DecisionEvent, Monitor, mean_acceptance_length
@@ -155,8 +156,9 @@ def summary_table(summaries: Sequence[SegmentSummary]) -> Table:
 
 
 def _mark_changes(ax: Axes, changes: Sequence[DecisionEvent]) -> None:
-    for d in changes:
-        ax.axvline(d.t_s, color="tab:red", linestyle="--", linewidth=1)
+    for i, d in enumerate(changes):
+        label = "rollout state change" if i == 0 else None
+        ax.axvline(d.t_s, color="tab:red", linestyle="--", linewidth=1, label=label)
         ax.annotate(
             f"{d.to_state} {d.to_percentage:g}%",
             xy=(d.t_s, 1.0),
@@ -190,26 +192,42 @@ def acceptance_series(
     return xs, ys
 
 
+def save(fig: Figure, path: Path) -> Path:
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plot_acceptance(
     monitor: Monitor, segments: Sequence[str], path: Path, bin_s: float = 15.0, k: int = 3
 ) -> Path:
+    return save(acceptance_figure(monitor, segments, bin_s, k), path)
+
+
+def acceptance_figure(
+    monitor: Monitor, segments: Sequence[str], bin_s: float = 15.0, k: int = 3
+) -> Figure:
     fig, axes = plt.subplots(
-        len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False, sharex=True
+        len(segments), 1, figsize=(11, 2.8 * len(segments)), squeeze=False, sharex=True
     )
     for ax, seg in zip(axes[:, 0], segments, strict=True):
         xs, ys = acceptance_series(monitor, seg, bin_s)
         ax.plot(xs, ys, marker="o", color=ARM_COLORS["spec"], label="spec arm")
+        ax.axhline(
+            1.0, color=ARM_COLORS["baseline"], linewidth=1.5, label="baseline arm (1 token / pass)"
+        )
+        ax.axhline(
+            k + 1, color="grey", linestyle=":", linewidth=1, label=f"ceiling k + 1 = {k + 1}"
+        )
         ax.set_title(f"{seg}: mean acceptance length per {bin_s:g} s (gateway counters)")
         ax.set_ylabel("tokens / target pass")
         # tau lies in [1, k + 1]; a fixed scale makes segments comparable at a glance.
         ax.set_ylim(0.9, max([k + 1.2, *ys]))
         _mark_changes(ax, state_changes(monitor.decisions, seg))
-        ax.legend(loc="lower right", fontsize=8)
+        _legend_outside(ax)
     axes[-1, 0].set_xlabel("seconds since traffic started")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def plot_tpot(
@@ -218,10 +236,17 @@ def plot_tpot(
     segments: Sequence[str],
     path: Path,
 ) -> Path:
+    return save(tpot_figure(results, monitor, segments), path)
+
+
+def tpot_figure(
+    results: Sequence[RequestResult], monitor: Monitor, segments: Sequence[str]
+) -> Figure:
     fig, axes = plt.subplots(
-        len(segments), 1, figsize=(9, 2.8 * len(segments)), squeeze=False, sharex=True
+        len(segments), 1, figsize=(11, 2.8 * len(segments)), squeeze=False, sharex=True
     )
     for ax, seg in zip(axes[:, 0], segments, strict=True):
+        every: list[float] = []
         for arm, color in ARM_COLORS.items():
             rows = sorted(
                 (r for r in results if r.segment == seg and r.arm == arm and r.tpot_s is not None),
@@ -229,18 +254,43 @@ def plot_tpot(
             )
             xs = [r.started_s for r in rows]
             ys = [r.tpot_s * 1000.0 for r in rows if r.tpot_s is not None]
+            every += ys
             ax.scatter(xs, ys, s=10, alpha=0.45, color=color)
             ax.plot(xs, _rolling_median(ys, 7), color=color, label=f"{arm} (rolling median)")
-        ax.set_title(f"{seg}: time per output token by arm (client-measured)")
+        title = f"{seg}: time per output token by arm (client-measured)"
+        top = clip_limit(every)
+        if top is not None:
+            above = sum(1 for y in every if y > top)
+            ax.set_ylim(0, top)
+            title += f"; y clipped at p{CLIP_PERCENTILE:g} = {top:.0f} ms ({above} above)"
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_title(title, fontsize=10)
         ax.set_ylabel("TPOT ms")
-        ax.set_ylim(bottom=0)
         _mark_changes(ax, state_changes(monitor.decisions, seg))
-        ax.legend(loc="upper right", fontsize=8)
+        _legend_outside(ax)
     axes[-1, 0].set_xlabel("seconds since traffic started")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
+
+
+CLIP_PERCENTILE = 98.0
+
+
+def clip_limit(values: Sequence[float]) -> float | None:
+    """The y limit that keeps single outliers from flattening the medians: the
+    CLIP_PERCENTILE-th percentile with 10 % headroom, or None when nothing sticks out."""
+    if len(values) < 20:
+        return None
+    ordered = sorted(values)
+    at = ordered[min(len(ordered) - 1, int(len(ordered) * CLIP_PERCENTILE / 100.0))]
+    limit = at * 1.1
+    return limit if ordered[-1] > limit else None
+
+
+def _legend_outside(ax: Axes) -> None:
+    """Right of the panel, so it never hides points or the state-change labels."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0.0)
 
 
 def _rolling_median(values: Sequence[float], window: int) -> list[float]:

@@ -20,10 +20,10 @@ from bench.demo_monitor import (
 )
 from bench.demo_processes import ProcessStack, StartupError, wait_http_ok
 from bench.demo_records import write_records
-from bench.demo_report import acceptance_series
+from bench.demo_report import acceptance_figure, acceptance_series, clip_limit, tpot_figure
 from bench.demo_setup import DEFAULT_SEGMENTS
 from bench.demo_stack import MARKER, prepare_data_dir
-from bench.traffic import TrafficGenerator, parse_decision
+from bench.traffic import RequestResult, TrafficGenerator, parse_decision
 from control.contract import Arm
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry.record import RequestRecord
@@ -254,3 +254,45 @@ async def test_traffic_counts_every_arrival_even_when_nothing_answers() -> None:
     assert len(results) == counters.sent and counters.in_flight == 0
     assert {(r.status, r.error, r.arm) for r in results} == {(0, "APIConnectionError", None)}
     assert all(not r.ok for r in results)
+
+
+ARMS = ("spec", "baseline")
+
+
+def _result(seg: str, arm: str, t: float, tpot_ms: float) -> RequestResult:
+    return RequestResult(seg, t, arm, "canary", 200, None, 32, 0.05, tpot_ms / 1000.0, 0.5)
+
+
+def test_tpot_panel_clips_single_outliers_and_says_so() -> None:
+    results = [_result("code", arm, float(i), 10.0 + i % 3) for i in range(60) for arm in ARMS]
+    results.append(_result("code", "spec", 30.0, 600.0))
+    monitor = Monitor("http://g", "http://c", "t", {}, started_wall=0.0)
+    monitor.decisions = [
+        replace(_decision(3, "promote", "canary", "ramping", has_record=True), segment="code")
+    ]
+    fig = tpot_figure(results, monitor, ["code"])
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    assert low == 0.0 and 12.0 < high < 20.0  # the medians stay readable, not 0..600 ms
+    assert "clipped at p98" in ax.get_title() and "(1 above)" in ax.get_title()
+    legend = ax.get_legend()
+    assert legend is not None
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == ["spec (rolling median)", "baseline (rolling median)", "rollout state change"]
+    # Outside the panel, right of it: it can hide neither points nor state labels.
+    assert legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1
+    assert clip_limit([10.0] * 30) is None  # nothing sticks out: no clipping
+
+
+def test_acceptance_panel_legend_names_every_line() -> None:
+    monitor = Monitor("http://g", "http://c", "t", {}, started_wall=0.0)
+    cumulative = [(0.0, 0, 0), (20.0, 10, 20), (40.0, 20, 40)]
+    monitor.acceptance = [AcceptancePoint(t, "code", d, a) for t, d, a in cumulative]
+    fig = acceptance_figure(monitor, ["code"], bin_s=15.0, k=3)
+    legend = fig.axes[0].get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "spec arm",
+        "baseline arm (1 token / pass)",
+        "ceiling k + 1 = 4",
+    ]
