@@ -4,6 +4,8 @@ This module is where the domains' routers meet: `control.api` stays plumbing
 (auth, errors, pagination, ETags) that imports no domain.
 """
 
+import logging
+
 from fastapi import APIRouter, FastAPI
 
 from control.api.handlers import install_error_handlers
@@ -14,6 +16,8 @@ from control.observability import install_metrics
 from control.settings import ControlSettings, get_settings
 
 ADMIN_PREFIX = "/admin/v1"
+
+log = logging.getLogger("specroute.control")
 
 
 def admin_router() -> APIRouter:
@@ -51,7 +55,17 @@ def create_app(
 ) -> FastAPI:
     from control.internal.endpoints import router as internal_router
 
+    # NOTE: refuses to build an app on unset tokens unless dev tokens are on: a
+    # well-known default token would otherwise open a production control plane.
     settings = settings or get_settings()
+    unset = settings.unset_tokens()
+    settings = settings.with_required_tokens()
+    if unset:
+        log.warning(
+            "DEV TOKENS ON: %s unset, using the well-known development tokens; anyone who "
+            "can reach this control plane can administer it. Never run this in production.",
+            " and ".join(unset),
+        )
     database = database or Database(settings.resolved_database_url())
     app = FastAPI(
         title="specroute control plane",

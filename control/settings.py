@@ -8,6 +8,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from control.contract import QuotaWeights
 
+DEV_ADMIN_TOKEN = "specroute-admin-dev"
+DEV_INTERNAL_TOKEN = "specroute-internal-dev"
+
+
+class MissingTokens(RuntimeError):
+    """Raised at start when a required token is unset and dev tokens are off."""
+
 
 class ControlSettings(BaseSettings):
     model_config = SettingsConfigDict(
@@ -25,13 +32,27 @@ class ControlSettings(BaseSettings):
             "`control.db` under the data dir. PostgreSQL: postgresql+psycopg://..."
         ),
     )
-    admin_token: SecretStr = Field(
-        default=SecretStr("specroute-admin-dev"),
-        description="Bootstrap admin bearer token with admin:read and admin:write scopes.",
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bootstrap admin bearer token with every admin scope. Required: the control "
+            "plane refuses to start without it unless dev_tokens is set."
+        ),
     )
-    internal_token: SecretStr = Field(
-        default=SecretStr("specroute-internal-dev"),
-        description="Bearer token gateways and engine agents use on the internal API.",
+    internal_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bearer token gateways and engine agents use on the internal API. Required: "
+            "the control plane refuses to start without it unless dev_tokens is set."
+        ),
+    )
+    dev_tokens: bool = Field(
+        default=False,
+        description=(
+            "Development only: fill unset admin/internal tokens with the well-known "
+            f"`{DEV_ADMIN_TOKEN}` / `{DEV_INTERNAL_TOKEN}` (logged as a warning at start). "
+            "`specroute control serve --dev` sets it."
+        ),
     )
     redis_url: str | None = Field(
         default=None,
@@ -123,6 +144,44 @@ class ControlSettings(BaseSettings):
             "of 1,000 ten-second windows)."
         ),
     )
+
+    def unset_tokens(self) -> list[str]:
+        """Env names of the required tokens that are unset (empty counts as unset)."""
+        tokens = {"admin_token": self.admin_token, "internal_token": self.internal_token}
+        return [
+            f"SPECROUTE_{name.upper()}"
+            for name, value in tokens.items()
+            if value is None or not value.get_secret_value()
+        ]
+
+    def with_required_tokens(self) -> "ControlSettings":
+        """These settings with both tokens set; the dev defaults fill in only when
+        `dev_tokens` is on. Raises MissingTokens otherwise."""
+        missing = self.unset_tokens()
+        if not missing:
+            return self
+        if not self.dev_tokens:
+            raise MissingTokens(
+                f"{' and '.join(missing)} must be set: without them anyone who knows the "
+                "well-known development tokens would hold the control plane. For local "
+                "development only, pass --dev (SPECROUTE_DEV_TOKENS=1)."
+            )
+        return self.model_copy(
+            update={
+                "admin_token": self.admin_token or SecretStr(DEV_ADMIN_TOKEN),
+                "internal_token": self.internal_token or SecretStr(DEV_INTERNAL_TOKEN),
+            }
+        )
+
+    def admin_secret(self) -> str:
+        if self.admin_token is None:
+            raise MissingTokens("SPECROUTE_ADMIN_TOKEN is not set")
+        return self.admin_token.get_secret_value()
+
+    def internal_secret(self) -> str:
+        if self.internal_token is None:
+            raise MissingTokens("SPECROUTE_INTERNAL_TOKEN is not set")
+        return self.internal_token.get_secret_value()
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -51,7 +51,7 @@ def build_state(settings: GatewaySettings) -> GatewayState:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: GatewayState = app.state.gateway
     settings = state.settings
-    token = settings.internal_token.get_secret_value()
+    token = settings.internal_secret()
 
     known_workers: set[tuple[str, str]] = set()
 
@@ -131,6 +131,14 @@ class GatewayApp(FastAPI):
 
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
+    # NOTE: checked before serving, so a gateway without its token refuses to start
+    # instead of failing every snapshot poll.
+    settings.internal_secret()
+    if settings.dev_tokens and settings.internal_token is None:
+        log.warning(
+            "DEV TOKENS ON: SPECROUTE_GATEWAY_INTERNAL_TOKEN unset, using the well-known "
+            "development token. Never run this in production."
+        )
     app = GatewayApp(
         title="specroute gateway",
         description="OpenAI-compatible front door with per-segment speculation routing.",

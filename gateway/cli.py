@@ -20,6 +20,11 @@ def serve(
     import uvicorn
 
     from gateway.app import create_app
-    from gateway.settings import GatewaySettings
+    from gateway.settings import GatewaySettings, MissingToken
 
-    uvicorn.run(create_app(GatewaySettings()), host=host, port=port, log_level=log_level)
+    try:
+        app = create_app(GatewaySettings())
+    except MissingToken as refused:
+        typer.echo(f"refusing to start: {refused}", err=True)
+        raise typer.Exit(code=2) from None
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

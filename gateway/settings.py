@@ -7,6 +7,12 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+DEV_INTERNAL_TOKEN = "specroute-internal-dev"
+
+
+class MissingToken(RuntimeError):
+    """Raised at start when the gateway needs an internal token and has none."""
+
 
 def _default_gateway_id() -> str:
     # NOTE: the process id too: two gateways on one host (two ports, or a restart
@@ -22,9 +28,19 @@ class GatewaySettings(BaseSettings):
         default="http://127.0.0.1:8000",
         description="Base URL of the control plane (internal API at /internal/v1).",
     )
-    internal_token: SecretStr = Field(
-        default=SecretStr("specroute-internal-dev"),
-        description="Bearer token for the control plane's internal API.",
+    internal_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bearer token for the control plane's internal API. Required unless the "
+            "gateway serves a snapshot file without telemetry, or dev_tokens is set."
+        ),
+    )
+    dev_tokens: bool = Field(
+        default=False,
+        description=(
+            f"Development only: an unset internal token falls back to `{DEV_INTERNAL_TOKEN}` "
+            "(logged as a warning at start)."
+        ),
     )
     gateway_id: str = Field(
         default_factory=_default_gateway_id,
@@ -108,3 +124,20 @@ class GatewaySettings(BaseSettings):
     breaker_cooldown_s: float = Field(
         default=5.0, gt=0, description="Open breaker: wait this long before one half-open trial."
     )
+
+    def talks_to_control(self) -> bool:
+        # Telemetry is off by default in snapshot-file mode (see telemetry_enabled).
+        return self.snapshot_file is None or bool(self.telemetry_enabled)
+
+    def internal_secret(self) -> str:
+        """The token for control's internal API; "" in standalone file mode."""
+        if self.internal_token is not None and self.internal_token.get_secret_value():
+            return self.internal_token.get_secret_value()
+        if self.dev_tokens:
+            return DEV_INTERNAL_TOKEN
+        if not self.talks_to_control():
+            return ""
+        raise MissingToken(
+            "SPECROUTE_GATEWAY_INTERNAL_TOKEN must be set to talk to the control plane. "
+            "For local development only, set SPECROUTE_GATEWAY_DEV_TOKENS=1."
+        )

@@ -54,6 +54,15 @@ def serve(
     log_level: str = typer.Option(
         "info", help="uvicorn log level; debug also shows snapshot polls and heartbeats."
     ),
+    dev: bool = typer.Option(
+        False,
+        "--dev",
+        envvar="SPECROUTE_DEV_TOKENS",
+        help=(
+            "Development only: accept the well-known dev tokens where "
+            "SPECROUTE_ADMIN_TOKEN / SPECROUTE_INTERNAL_TOKEN are unset."
+        ),
+    ),
 ) -> None:
     """Serve the admin API (/admin/v1) and the internal API (/internal/v1) under uvicorn."""
     import uvicorn
@@ -62,14 +71,18 @@ def serve(
     from control.access_log import uvicorn_log_config
     from control.app import create_app
     from control.migrate import upgrade
-    from control.settings import ControlSettings
+    from control.settings import ControlSettings, MissingTokens
 
-    url = _url(database_url)
+    settings = ControlSettings(database_url=_url(database_url), dev_tokens=dev)
+    try:
+        app = create_app(settings)
+    except MissingTokens as refused:
+        typer.echo(f"refusing to start: {refused}", err=True)
+        raise typer.Exit(code=2) from None
     if migrate_first:
-        upgrade(url)
-    settings = ControlSettings(database_url=url)
+        upgrade(settings.resolved_database_url())
     uvicorn.run(
-        create_app(settings),
+        app,
         host=host,
         port=port,
         log_level=log_level,

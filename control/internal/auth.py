@@ -13,7 +13,7 @@ def require_internal_token(request: Request) -> None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("missing bearer token", code="missing_token")
-    expected = settings.internal_token.get_secret_value()
+    expected = settings.internal_secret()
     # NOTE: constant-time, so response timing does not reveal a matching prefix.
     if not hmac.compare_digest(token.strip().encode(), expected.encode()):
         raise Unauthorized("invalid internal token")

@@ -107,13 +107,16 @@ def list_admin_tokens(session: SessionDep, _: Reader) -> list[AdminToken]:
     "/admin-tokens",
     status_code=status.HTTP_201_CREATED,
     response_model=AdminTokenCreated,
-    responses=error_responses(409),
-    description="The token is in this response only; store it now.",
+    responses=error_responses(403, 409),
+    description=(
+        "The token is in this response only; store it now. A caller can grant only "
+        "scopes it holds (403 scope_escalation otherwise)."
+    ),
 )
 def create_admin_token(
     body: AdminTokenCreate, session: SessionDep, idem: IdempotencyDep
 ) -> JSONResponse:
-    token, secret = service.create_admin_token(session, body, actor=idem.principal.actor)
+    token, secret = service.create_admin_token(session, body, principal=idem.principal)
     created = AdminTokenCreated(**AdminToken.model_validate(token).model_dump(), token=secret)
     return idem.remember(created, status_code=201, redact=frozenset({"token"}))
 
@@ -121,8 +124,9 @@ def create_admin_token(
 @router.post(
     "/admin-tokens/{token_id}/revoke",
     response_model=AdminToken,
-    responses=error_responses(404),
+    responses=error_responses(403, 404),
+    description="A caller can revoke only tokens whose scopes it holds.",
 )
 def revoke_admin_token(token_id: IdPath, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
-    token = service.revoke_admin_token(session, token_id, actor=idem.principal.actor)
+    token = service.revoke_admin_token(session, token_id, principal=idem.principal)
     return idem.remember(AdminToken.model_validate(token), status_code=200)

@@ -1,13 +1,14 @@
 """Tenants and their keys. A key is shown once; only sha256 and a prefix are kept."""
 
-import secrets
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.api.auth import hash_secret
+from control.api.auth import Principal, hash_secret, new_secret
 from control.audit.service import record_audit
 from control.domain import Missing, NameTaken, found, record_change
+from control.errors import Forbidden
 from control.models import AdminToken, ApiKey, Tenant, utcnow
 from control.repository import delete_row, get_row
 from control.tenants import repository as repo
@@ -16,6 +17,22 @@ from control.tenants.schemas import AdminTokenCreate, TenantCreate, TenantUpdate
 API_KEY_PREFIX = "sk-sr-"
 ADMIN_TOKEN_PREFIX = "sr-admin-"
 VISIBLE_CHARS = 12
+
+
+class ScopeEscalation(Forbidden):
+    code = "scope_escalation"
+
+
+def _check_scopes_held(principal: Principal, scopes: Iterable[str], verb: str) -> None:
+    """A principal may mint or revoke only tokens whose scopes it holds itself:
+    otherwise a write-only token could create (or strip) a token with more power."""
+    missing = sorted(set(scopes) - principal.scopes)
+    if missing:
+        raise ScopeEscalation(
+            f"{principal.actor} cannot {verb} a token with scopes it does not hold: "
+            + ", ".join(missing),
+            details={"param": "scopes", "missing_scopes": missing},
+        )
 
 
 def tenant_state(t: Tenant) -> dict[str, Any]:
@@ -90,7 +107,7 @@ def delete_tenant(session: Session, tenant_id: int, *, actor: str) -> None:
 
 def create_key(session: Session, tenant_id: int, name: str, *, actor: str) -> tuple[ApiKey, str]:
     tenant = get_tenant(session, tenant_id)
-    secret = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    secret = new_secret(API_KEY_PREFIX)
     key = ApiKey(
         tenant_id=tenant.id, name=name, prefix=secret[:VISIBLE_CHARS], key_hash=hash_secret(secret)
     )
@@ -128,11 +145,13 @@ def revoke_key(session: Session, tenant_id: int, key_id: int, *, actor: str) -> 
 
 
 def create_admin_token(
-    session: Session, body: AdminTokenCreate, *, actor: str
+    session: Session, body: AdminTokenCreate, *, principal: Principal
 ) -> tuple[AdminToken, str]:
+    actor = principal.actor
+    _check_scopes_held(principal, (s.value for s in body.scopes), "create")
     if repo.admin_token_by_name(session, body.name) is not None:
         raise NameTaken("admin_token", f"an admin token named {body.name!r} exists")
-    secret = ADMIN_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    secret = new_secret(ADMIN_TOKEN_PREFIX)
     token = AdminToken(
         name=body.name,
         prefix=secret[:VISIBLE_CHARS],
@@ -152,10 +171,12 @@ def create_admin_token(
     return token, secret
 
 
-def revoke_admin_token(session: Session, token_id: int, *, actor: str) -> AdminToken:
+def revoke_admin_token(session: Session, token_id: int, *, principal: Principal) -> AdminToken:
+    actor = principal.actor
     token = get_row(session, AdminToken, token_id)
     if token is None:
         raise Missing("admin_token", f"admin token {token_id} does not exist")
+    _check_scopes_held(principal, token.scopes, "revoke")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
         session.flush()

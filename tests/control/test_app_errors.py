@@ -61,7 +61,7 @@ def _probe_app(database: Database, settings: ControlSettings) -> TestClient:
     ],
 )
 def test_unreachable_database_is_503_with_retry_after(url: str) -> None:
-    with _probe_app(Database(url), ControlSettings(database_url=url)) as client:
+    with _probe_app(Database(url), ControlSettings(database_url=url, dev_tokens=True)) as client:
         response = client.get("/admin/v1/_probe")
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "5"

@@ -1,5 +1,7 @@
 """Admin auth: 401 without or with a bad token, 403 without the scope."""
 
+import base64
+
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -75,3 +77,51 @@ def test_write_only_token_cannot_read_and_revoked_token_is_401(
     listed = app_client.get("/admin/v1/admin-tokens", headers=admin_headers).json()
     assert [t["name"] for t in listed] == ["writer"]
     assert "token" not in listed[0]
+
+
+def test_a_token_cannot_mint_or_revoke_scopes_it_does_not_hold(
+    app_client: TestClient, admin_headers: dict[str, str], session: Session
+) -> None:
+    writer = {"Authorization": f"Bearer {_token(app_client, admin_headers, 'w', ['admin:write'])}"}
+    escalate = app_client.post(
+        "/admin/v1/admin-tokens",
+        json={"name": "both", "scopes": ["admin:read", "admin:write"]},
+        headers=writer,
+    )
+    assert escalate.status_code == 403
+    assert escalate.json()["error"]["code"] == "scope_escalation"
+    assert escalate.json()["error"]["details"]["missing_scopes"] == ["admin:read"]
+    assert session.scalars(select(AdminToken.name).order_by(AdminToken.name)).all() == ["w"]
+
+    # Minting what it holds is allowed; the new token has exactly those scopes.
+    same = app_client.post(
+        "/admin/v1/admin-tokens", json={"name": "w2", "scopes": ["admin:write"]}, headers=writer
+    )
+    assert same.status_code == 201 and same.json()["scopes"] == ["admin:write"]
+
+    # Nor can it revoke a token stronger than itself (the bootstrap token can).
+    _token(app_client, admin_headers, "rw", ["admin:read", "admin:write"])
+    rw_id = session.scalars(select(AdminToken.id).where(AdminToken.name == "rw")).one()
+    denied = app_client.post(f"/admin/v1/admin-tokens/{rw_id}/revoke", headers=writer)
+    assert denied.status_code == 403 and denied.json()["error"]["code"] == "scope_escalation"
+    assert session.get(AdminToken, rw_id) is not None
+    session.expire_all()
+    assert session.get(AdminToken, rw_id).revoked_at is None  # type: ignore[union-attr]
+    assert app_client.post(f"/admin/v1/admin-tokens/{rw_id}/revoke", headers=admin_headers).json()[
+        "revoked_at"
+    ]
+
+
+def test_generated_secrets_carry_256_random_bits(
+    app_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    # The unsalted sha256 in hash_secret is safe only for high-entropy secrets.
+    token = _token(app_client, admin_headers, "entropy", ["admin:read"])
+    tenant = app_client.post("/admin/v1/tenants", json={"name": "t"}, headers=admin_headers)
+    key = app_client.post(
+        f"/admin/v1/tenants/{tenant.json()['id']}/keys", json={}, headers=admin_headers
+    ).json()["key"]
+    for secret, prefix in ((token, "sr-admin-"), (key, "sk-sr-")):
+        body = secret.removeprefix(prefix)
+        assert len(body) == 43  # base64url of 32 bytes, unpadded
+        assert len(base64.urlsafe_b64decode(body + "=")) == 32

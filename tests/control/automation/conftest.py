@@ -16,6 +16,7 @@ from kombu.transport import sqlalchemy as sql_transport
 from control.automation.app import create_celery_app
 from control.automation.celery_app import AutomationCelery
 from control.settings import ControlSettings
+from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
 from tests.fixtures.services import require_redis
 
 
@@ -33,7 +34,12 @@ def automation_app(
     if broker_kind == "redis-broker":
         broker = require_redis()
     settings = ControlSettings(
-        data_dir=data_dir, database_url=db_url, broker_url=broker, result_backend=broker
+        data_dir=data_dir,
+        database_url=db_url,
+        broker_url=broker,
+        result_backend=broker,
+        admin_token=ADMIN_TOKEN,
+        internal_token=INTERNAL_TOKEN,
     )
     # NOTE: kombu's SQL transport polls every second and forwards transport options
     # to create_engine (so `polling_interval` cannot go there); faster polling only

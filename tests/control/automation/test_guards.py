@@ -207,7 +207,7 @@ def test_a_regression_is_judged_as_soon_as_its_telemetry_lands(
     # The test worker listens on a queue of its own: send through its app.
     control.state.guard_dispatch = GuardDispatch(settings, app=automation_app)
     client = TestClient(control)
-    token = settings.internal_token.get_secret_value()
+    token = settings.internal_secret()
     rng = np.random.default_rng(11)
     deadline = time.monotonic() + 30.0
     while sc.rollout(committed_database, setup.rollout_id).state == "canary":

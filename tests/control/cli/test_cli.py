@@ -34,7 +34,12 @@ def server(tmp_path: Path) -> Iterator[str]:
     assert current_revision(url) is not None
     assert "database at revision" in migrated.output
 
-    settings = ControlSettings(database_url=url, admin_token=TOKEN, data_dir=tmp_path)
+    settings = ControlSettings(
+        database_url=url,
+        admin_token=TOKEN,
+        internal_token="cli-internal",
+        data_dir=tmp_path,
+    )
     port = _free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
     srv = uvicorn.Server(config)
