@@ -8,6 +8,7 @@ import logging
 
 from fastapi import APIRouter, FastAPI
 
+from control.api.body_guard import BodyGuard
 from control.api.handlers import install_error_handlers
 from control.automation.dispatch import GuardDispatch
 from control.contract import INTERNAL_PREFIX
@@ -66,7 +67,11 @@ def create_app(
             "can reach this control plane can administer it. Never run this in production.",
             " and ".join(unset),
         )
-    database = database or Database(settings.resolved_database_url())
+    database = database or Database(
+        settings.resolved_database_url(),
+        lock_timeout_ms=settings.database_lock_timeout_ms,
+        statement_timeout_ms=settings.database_statement_timeout_ms,
+    )
     app = FastAPI(
         title="specroute control plane",
         version="1",
@@ -76,6 +81,7 @@ def create_app(
     app.state.database = database
     app.state.guard_dispatch = GuardDispatch(settings) if settings.guard_on_telemetry else None
     install_error_handlers(app)
+    app.add_middleware(BodyGuard)
     app.include_router(admin_router(), prefix=ADMIN_PREFIX)
     app.include_router(internal_router, prefix=INTERNAL_PREFIX)
     install_metrics(app)

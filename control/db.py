@@ -17,11 +17,27 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
+def make_engine(
+    url: str,
+    *,
+    lock_timeout_ms: int | None = None,
+    statement_timeout_ms: int | None = None,
+    **kwargs: Any,
+) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
+    if url.startswith("postgresql") and (lock_timeout_ms or statement_timeout_ms):
+        # NOTE: per connection, so a lock held elsewhere (a migration, a stuck
+        # transaction) ends a request's wait with an error the API renders as 503 +
+        # Retry-After, instead of holding the request (and a pooled connection).
+        options = []
+        if lock_timeout_ms:
+            options.append(f"-c lock_timeout={int(lock_timeout_ms)}")
+        if statement_timeout_ms:
+            options.append(f"-c statement_timeout={int(statement_timeout_ms)}")
+        kwargs["connect_args"] = {**kwargs.get("connect_args", {}), "options": " ".join(options)}
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 

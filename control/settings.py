@@ -1,5 +1,6 @@
 """Control-plane settings (env prefix SPECROUTE_)."""
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -7,6 +8,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from control.contract import QuotaWeights
+from engine.artifacts import BUNDLED_PAIR_DIR
 
 DEV_ADMIN_TOKEN = "specroute-admin-dev"
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
@@ -52,6 +54,30 @@ class ControlSettings(BaseSettings):
             "Development only: fill unset admin/internal tokens with the well-known "
             f"`{DEV_ADMIN_TOKEN}` / `{DEV_INTERNAL_TOKEN}` (logged as a warning at start). "
             "`specroute control serve --dev` sets it."
+        ),
+    )
+    database_lock_timeout_ms: int = Field(
+        default=2000,
+        ge=0,
+        description=(
+            "PostgreSQL lock_timeout of the API's connections: a request waiting longer "
+            "for a row or table lock fails with 503 database_busy and Retry-After. 0: no limit."
+        ),
+    )
+    database_statement_timeout_ms: int = Field(
+        default=15000,
+        ge=0,
+        description=(
+            "PostgreSQL statement_timeout of the API's connections (503 database_busy "
+            "beyond it). 0: no limit."
+        ),
+    )
+    model_roots: list[Path] | None = Field(
+        default=None,
+        description=(
+            "Directories a pair version's target_ref/draft_ref must resolve inside (after "
+            "symlinks and `..`), as a JSON list. Unset: `models` under the working "
+            "directory, the bundled tiny pair and $SPECROUTE_TINY_PAIR_DIR if set."
         ),
     )
     redis_url: str | None = Field(
@@ -182,6 +208,15 @@ class ControlSettings(BaseSettings):
         if self.internal_token is None:
             raise MissingTokens("SPECROUTE_INTERNAL_TOKEN is not set")
         return self.internal_token.get_secret_value()
+
+    def resolved_model_roots(self) -> list[Path]:
+        if self.model_roots is not None:
+            return [root.resolve() for root in self.model_roots]
+        roots = [Path.cwd() / "models", BUNDLED_PAIR_DIR]
+        override = os.environ.get("SPECROUTE_TINY_PAIR_DIR")
+        if override:
+            roots.append(Path(override))
+        return [root.resolve() for root in roots]
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -31,6 +31,8 @@ CPU_HEAD_DIMS: frozenset[int] = frozenset({32, 64, 128})
 REQUIRED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 _CHUNK = 1 << 20
+BUNDLED_PAIR_DIR = Path(__file__).resolve().parent / "tiny_pair"
+"""The tiny draft-target pair shipped in the package (a default model root)."""
 # Parts of tokenizer.json that decide which ids a text maps to (and back).
 _TOKENIZER_KEYS = ("model", "normalizer", "pre_tokenizer", "post_processor", "decoder")
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -71,6 +73,18 @@ class IncompatiblePairError(ArtifactError):
 
 class UnsupportedArchitectureError(ArtifactError):
     code = "unsupported_architecture"
+
+
+class MalformedArtifactError(ArtifactError):
+    """A file parses but a field has the wrong shape; the message names file and field."""
+
+    code = "malformed_artifact"
+
+
+def _malformed(role: str, file: str, field: str, problem: str) -> MalformedArtifactError:
+    return MalformedArtifactError(
+        f"{role}: {file}: {field} {problem}", f"malformed:{file}:{field}", f"{role}_ref"
+    )
 
 
 @dataclass(frozen=True)
@@ -123,9 +137,12 @@ def _canonical(obj: Any) -> bytes:
 def _read_json(path: Path, role: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
+        # NOTE: the exception's text only (no path): the message must not echo more of
+        # the server's file system than the file name the caller already knows.
+        reason = type(exc).__name__ if isinstance(exc, OSError) else str(exc)[:200]
         raise MissingArtifactError(
-            f"{role}: {path.name} is unreadable ({exc})", "unreadable_file", f"{role}_ref"
+            f"{role}: {path.name} is unreadable ({reason})", "unreadable_file", f"{role}_ref"
         ) from exc
     if not isinstance(data, dict):
         raise MissingArtifactError(
@@ -143,17 +160,52 @@ def _normalized_model(model: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _special_tokens(tokenizer_config: dict[str, Any], model_dir: Path) -> dict[str, str | None]:
-    declared: dict[str, Any] = dict(tokenizer_config)
+def _special_tokens(
+    tokenizer_config: dict[str, Any], model_dir: Path, role: str
+) -> dict[str, str | None]:
+    declared: dict[str, tuple[str, Any]] = {
+        k: ("tokenizer_config.json", v) for k, v in tokenizer_config.items()
+    }
     special_map = model_dir / "special_tokens_map.json"
     if special_map.is_file():
-        declared.update(json.loads(special_map.read_text(encoding="utf-8")))
+        declared.update(
+            (k, ("special_tokens_map.json", v)) for k, v in _read_json(special_map, role).items()
+        )
     out: dict[str, str | None] = {}
     for key in _SPECIAL_TOKEN_KEYS:
-        value = declared.get(key)
+        file, value = declared.get(key, ("", None))
         # Older files store AddedToken dicts ({"content": ...}) instead of strings.
-        out[key] = value.get("content") if isinstance(value, dict) else value
+        if isinstance(value, dict):
+            value = value.get("content")
+        if value is not None and not isinstance(value, str):
+            raise _malformed(role, file, key, 'is neither a string nor {"content": string}')
+        out[key] = value
     return out
+
+
+def _added_tokens(tok: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    raw = tok.get("added_tokens", [])
+    if not isinstance(raw, list):
+        raise _malformed(role, "tokenizer.json", "added_tokens", "is not a list")
+    added = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict):
+            raise _malformed(role, "tokenizer.json", f"added_tokens[{i}]", "is not an object")
+        if not _is_token_id(t.get("id")) or not isinstance(t.get("content"), str):
+            raise _malformed(
+                role,
+                "tokenizer.json",
+                f"added_tokens[{i}]",
+                "needs an integer id >= 0 and a string content",
+            )
+        added.append(
+            {k: t.get(k) for k in ("id", "content", "special", "normalized", "lstrip", "rstrip")}
+        )
+    return sorted(added, key=lambda t: (t["id"], t["content"]))
+
+
+def _is_token_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def tokenizer_fingerprint(
@@ -162,41 +214,54 @@ def tokenizer_fingerprint(
     """(sha256 hex, vocab size, special tokens) of a directory's tokenizer."""
     tok = _read_json(model_dir / "tokenizer.json", role)
     config = _read_json(model_dir / "tokenizer_config.json", role)
-    special = _special_tokens(config, model_dir)
-    added = sorted(
-        (
-            {k: t.get(k) for k in ("id", "content", "special", "normalized", "lstrip", "rstrip")}
-            for t in tok.get("added_tokens", [])
-        ),
-        key=lambda t: (t["id"], t["content"]),
-    )
+    special = _special_tokens(config, model_dir, role)
+    added = _added_tokens(tok, role)
     canonical = {key: tok.get(key) for key in _TOKENIZER_KEYS}
     if isinstance(canonical["model"], dict):
         canonical["model"] = _normalized_model(canonical["model"])
     canonical["added_tokens"] = added
     canonical["special_tokens"] = special
-    ids = [t["id"] for t in added if isinstance(t["id"], int)]
+    ids = [t["id"] for t in added]
     vocab = canonical["model"].get("vocab") if isinstance(canonical["model"], dict) else None
     if isinstance(vocab, dict):
-        ids.extend(int(i) for i in vocab.values())
+        for piece, token_id in vocab.items():
+            if not _is_token_id(token_id):
+                raise _malformed(
+                    role,
+                    "tokenizer.json",
+                    f"model.vocab[{piece[:40]!r}]",
+                    "is not an integer id >= 0",
+                )
+            ids.append(token_id)
     elif isinstance(vocab, list):  # Unigram: [[piece, score], ...], ids are positions
         ids.append(len(vocab) - 1)
     vocab_size = max(ids) + 1 if ids else 0
-    return hashlib.sha256(_canonical(canonical)).hexdigest(), vocab_size, special
+    try:
+        digest = hashlib.sha256(_canonical(canonical)).hexdigest()
+    except (ValueError, RecursionError) as exc:  # lone surrogates, absurd nesting
+        raise _malformed(
+            role, "tokenizer.json", "model", f"cannot be canonicalized ({exc})"
+        ) from exc
+    return digest, vocab_size, special
 
 
-def chat_template_hash(model_dir: Path) -> str | None:
+def chat_template_hash(model_dir: Path, role: str = "model") -> str | None:
     jinja = model_dir / "chat_template.jinja"
     if jinja.is_file():
         return hashlib.sha256(jinja.read_bytes()).hexdigest()
     config_path = model_dir / "tokenizer_config.json"
     if not config_path.is_file():
         return None
-    template = json.loads(config_path.read_text(encoding="utf-8")).get("chat_template")
+    template = _read_json(config_path, role).get("chat_template")
     if not template:
         return None
-    text = template if isinstance(template, str) else _canonical(template).decode()
-    return hashlib.sha256(text.encode()).hexdigest()
+    try:
+        text = template if isinstance(template, str) else _canonical(template).decode()
+        return hashlib.sha256(text.encode()).hexdigest()
+    except (ValueError, RecursionError) as exc:
+        raise _malformed(
+            role, "tokenizer_config.json", "chat_template", "cannot be encoded"
+        ) from exc
 
 
 def weight_digests(model_dir: Path, role: str = "model") -> dict[str, str]:
@@ -222,25 +287,41 @@ def architecture_facts(model_dir: Path, role: str = "model") -> ArchitectureFact
     # Multimodal configs nest the language model's fields.
     nested = config.get("text_config")
     text: dict[str, Any] = nested if isinstance(nested, dict) else config
-    try:
-        hidden = int(text["hidden_size"])
-        heads = int(text["num_attention_heads"])
-        facts = ArchitectureFacts(
-            architectures=tuple(config.get("architectures") or ()),
-            model_type=config.get("model_type"),
-            hidden_size=hidden,
-            num_hidden_layers=int(text["num_hidden_layers"]),
-            num_attention_heads=heads,
-            num_key_value_heads=int(text.get("num_key_value_heads") or heads),
-            head_dim=int(text.get("head_dim") or hidden // heads),
-            vocab_size=int(text["vocab_size"]),
-            max_position_embeddings=text.get("max_position_embeddings"),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UnsupportedArchitectureError(
-            f"{role}: config.json lacks a usable {exc}", "config", f"{role}_ref"
-        ) from exc
-    return facts
+    where = "text_config." if text is not config else ""
+
+    def positive(name: str, default: int | None = None) -> int:
+        value = text.get(name)
+        if value is None and default is not None:
+            return default
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise UnsupportedArchitectureError(
+                f"{role}: config.json: {where}{name} must be a positive integer, got "
+                f"{json.dumps(value)[:40]}",
+                f"config:{name}",
+                f"{role}_ref",
+            )
+        return value
+
+    hidden = positive("hidden_size")
+    heads = positive("num_attention_heads")
+    architectures = config.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise _malformed(role, "config.json", "architectures", "is not a list of strings")
+    model_type = config.get("model_type")
+    max_positions = text.get("max_position_embeddings")
+    return ArchitectureFacts(
+        architectures=tuple(architectures),
+        model_type=model_type if isinstance(model_type, str) else None,
+        hidden_size=hidden,
+        num_hidden_layers=positive("num_hidden_layers"),
+        num_attention_heads=heads,
+        num_key_value_heads=positive("num_key_value_heads", heads),
+        head_dim=positive("head_dim", hidden // heads or 1),
+        vocab_size=positive("vocab_size"),
+        max_position_embeddings=positive("max_position_embeddings")
+        if max_positions is not None
+        else None,
+    )
 
 
 def inspect_model(model_dir: Path | str, role: str = "model") -> ModelArtifacts:
@@ -261,7 +342,7 @@ def inspect_model(model_dir: Path | str, role: str = "model") -> ModelArtifacts:
         tokenizer_hash=tokenizer_hash,
         tokenizer_vocab_size=tokenizer_vocab,
         special_tokens=special,
-        chat_template_hash=chat_template_hash(path),
+        chat_template_hash=chat_template_hash(path, role),
         weight_digests=digests,
         weights_digest=combined_digest(digests),
         architecture=architecture_facts(path, role),

@@ -1,8 +1,12 @@
 """ETag / If-Match helpers for versioned resources (rollouts, segments)."""
 
+import re
+
 from fastapi import Header, Response
 
 from control.errors import InvalidRequest, PreconditionRequired
+
+_VERSION = re.compile(r"[0-9]{1,18}", re.ASCII)
 
 
 def etag(version: int) -> str:
@@ -21,7 +25,9 @@ def parse_if_match(value: str | None) -> int | None:
     if raw.startswith("W/"):
         raw = raw[2:]
     raw = raw.strip('"')
-    if not raw.isdigit():
+    # NOTE: ASCII digits only and at most 18 (a version fits in 64 bits): str.isdigit
+    # accepts "²" and "١٢", which int() then refuses or reads as a foreign number.
+    if _VERSION.fullmatch(raw) is None:
         raise InvalidRequest(
             'If-Match must be an ETag returned by this API, e.g. "3"',
             details={"param": "If-Match"},

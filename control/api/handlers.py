@@ -78,7 +78,13 @@ def _is_contention(exc: DBAPIError) -> bool:
     text = str(exc.orig).lower()
     return any(
         marker in text
-        for marker in ("database is locked", "deadlock detected", "could not serialize")
+        for marker in (
+            "database is locked",
+            "deadlock detected",
+            "could not serialize",
+            "lock timeout",  # PostgreSQL lock_timeout (SQLSTATE 55P03)
+            "statement timeout",  # PostgreSQL statement_timeout (57014)
+        )
     )
 
 

@@ -1,10 +1,10 @@
 """/admin/v1/audit: the audit trail, filtered, newest first, cursor-paginated."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from control.api.auth import Reader
 from control.api.deps import SessionDep
@@ -37,14 +37,25 @@ def list_audit(
     action: str | None = Query(default=None, max_length=100),
     entity_type: str | None = Query(default=None, max_length=50),
     entity_id: str | None = Query(default=None, max_length=100),
-    since: datetime | None = Query(default=None, description="Inclusive, timezone-aware."),
-    until: datetime | None = Query(default=None, description="Exclusive, timezone-aware."),
+    since: AwareDatetime | None = Query(
+        default=None, description="Inclusive; needs a timezone (a naive time is 422)."
+    ),
+    until: AwareDatetime | None = Query(
+        default=None, description="Exclusive; needs a timezone (a naive time is 422)."
+    ),
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[AuditEvent]:
     rows = list_events(
         session,
-        AuditFilter(actor, action, entity_type, entity_id, since, until),
+        AuditFilter(
+            actor,
+            action,
+            entity_type,
+            entity_id,
+            _in_utc(since) if since is not None else None,
+            _in_utc(until) if until is not None else None,
+        ),
         before_id=cursor_id(cursor),
         limit=limit,
     )
@@ -52,3 +63,14 @@ def list_audit(
     return Page[AuditEvent](
         items=[AuditEvent.model_validate(r) for r in rows], next_cursor=next_cursor
     )
+
+
+def _in_utc(moment: datetime) -> datetime:
+    """`moment` in UTC; times at the calendar's ends whose UTC equivalent falls outside
+    it (0001-01-01T00:00+14:00) clamp to the first or last representable instant,
+    which compares with every stored row exactly as the original would."""
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        edge = datetime.min if moment.year == datetime.min.year else datetime.max
+        return edge.replace(tzinfo=UTC)

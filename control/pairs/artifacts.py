@@ -7,6 +7,7 @@ inspect the target only; EAGLE/Medusa heads are not causal LMs with their own
 tokenizer, so their directory is digested, not pair-checked.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,13 +37,40 @@ def _refusal(exc: ArtifactError) -> PairIncompatible:
     return PairIncompatible(exc.message, code=exc.code, details=details)
 
 
-def check_artifacts(method: str, target_ref: str, draft_ref: str | None) -> ArtifactReport:
+class ArtifactOutsideModelRoots(InvalidRequest):
+    code = "artifact_outside_model_roots"
+
+
+def resolve_ref(ref: str, roots: Sequence[Path], param: str) -> str:
+    """The real path of `ref` (relative to the working directory), if it lies inside
+    one of `roots`; else 422. Checked before anything else touches the path, so a
+    caller learns nothing about what exists outside the roots."""
+    try:
+        resolved = (Path.cwd() / ref).resolve()
+        inside = any(resolved.is_relative_to(root) for root in roots)
+    except (OSError, RuntimeError, ValueError):  # NUL bytes, symlink loops, surrogates
+        inside = False
+    if not inside:
+        raise ArtifactOutsideModelRoots(
+            f"{param} must name a directory inside the configured model roots "
+            "(SPECROUTE_MODEL_ROOTS)",
+            details={"param": param},
+        )
+    return str(resolved)
+
+
+def check_artifacts(
+    method: str, target_ref: str, draft_ref: str | None, *, model_roots: Sequence[Path]
+) -> ArtifactReport:
     """Digests and hashes of a pair; raises PairIncompatible (422) naming the mismatch."""
     if method in DRAFT_METHODS and draft_ref is None:
         raise PairIncompatible(
             f"method {method} needs a draft_ref",
             details={"param": "draft_ref", "mismatch": "missing_draft"},
         )
+    target_ref = resolve_ref(target_ref, model_roots, "target_ref")
+    if draft_ref is not None:
+        draft_ref = resolve_ref(draft_ref, model_roots, "draft_ref")
     try:
         if method == "draft_model":
             assert draft_ref is not None

@@ -4,7 +4,7 @@ from fastapi import APIRouter, Body, Response, status
 from fastapi.responses import JSONResponse
 
 from control.api.auth import Reader, Writer
-from control.api.deps import SessionDep
+from control.api.deps import SessionDep, SettingsDep
 from control.api.errors import error_responses
 from control.api.idempotency import IdempotencyDep
 from control.api.ids import IdPath
@@ -61,7 +61,11 @@ def list_versions(pair_id: IdPath, session: SessionDep, _: Reader) -> list[PairV
     status_code=status.HTTP_201_CREATED,
     response_model=PairVersion,
     responses=error_responses(404, 409),
-    description="Validates the artifacts; an incompatible pair is 422 naming the mismatch.",
+    description=(
+        "Validates the artifacts; an incompatible pair is 422 naming the mismatch, a "
+        "malformed file 422 naming the file and field, and a ref outside the configured "
+        "model roots 422 artifact_outside_model_roots."
+    ),
 )
 def register_version(
     pair_id: IdPath,
@@ -69,8 +73,15 @@ def register_version(
     session: SessionDep,
     principal: Writer,
     idem: IdempotencyDep,
+    settings: SettingsDep,
 ) -> JSONResponse:
-    version = service.register_version(session, pair_id, body, actor=principal.actor)
+    version = service.register_version(
+        session,
+        pair_id,
+        body,
+        actor=principal.actor,
+        model_roots=settings.resolved_model_roots(),
+    )
     return idem.remember(PairVersion.model_validate(version), status_code=201)
 
 

@@ -1,5 +1,7 @@
 """Registering pairs and versions. A version is immutable; only retire moves it."""
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -87,11 +89,17 @@ def delete_pair(session: Session, pair_id: int, *, actor: str) -> None:
 
 
 def register_version(
-    session: Session, pair_id: int, body: PairVersionCreate, *, actor: str
+    session: Session,
+    pair_id: int,
+    body: PairVersionCreate,
+    *,
+    actor: str,
+    model_roots: Sequence[Path],
 ) -> PairVersion:
-    """Validate the artifacts (refusing incompatible pairs) and add version n+1."""
+    """Validate the artifacts (refusing incompatible pairs and refs outside the model
+    roots) and add version n+1."""
     pair = get_pair(session, pair_id)
-    report = check_artifacts(body.method, body.target_ref, body.draft_ref)
+    report = check_artifacts(body.method, body.target_ref, body.draft_ref, model_roots=model_roots)
     version = PairVersion(
         pair_id=pair.id,
         version=repo.next_version_number(session, pair.id),

@@ -3,6 +3,8 @@
 visible exactly when the change does."""
 
 from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from control.models import SnapshotState, utcnow
@@ -15,19 +17,34 @@ def current_snapshot_version(session: Session) -> int:
     return int(version or 0)
 
 
-def bump_snapshot_version(session: Session) -> int:
-    """Increment atomically (UPDATE … SET version = version + 1) and flag the session
-    so the notifier publishes after commit."""
+def _increment(session: Session) -> int | None:
     result = session.execute(
         update(SnapshotState)
         .where(SnapshotState.id == 1)
         .values(version=SnapshotState.version + 1, updated_at=utcnow())
         .returning(SnapshotState.version)
     )
-    version = result.scalar_one_or_none()
+    return result.scalar_one_or_none()
+
+
+def bump_snapshot_version(session: Session) -> int:
+    """Increment atomically (UPDATE … SET version = version + 1) and flag the session
+    so the notifier publishes after commit."""
+    version = _increment(session)
     if version is None:
-        session.add(SnapshotState(id=1, version=1))
-        session.flush()
-        version = 1
+        # NOTE: the first write on a fresh database creates the row. Concurrent first
+        # writes all get here; a plain INSERT made all but one fail with 409 on the
+        # primary key. INSERT … ON CONFLICT DO NOTHING waits for the winner's commit
+        # (PostgreSQL) and then does nothing, and the UPDATE counts on its row.
+        insert = (
+            postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        )
+        session.execute(
+            insert(SnapshotState)
+            .values(id=1, version=0, updated_at=utcnow())
+            .on_conflict_do_nothing(index_elements=[SnapshotState.id])
+        )
+        version = _increment(session)
+        assert version is not None
     session.info[SNAPSHOT_BUMPED] = int(version)
     return int(version)

@@ -132,12 +132,18 @@ def test_incompatible_pairs_are_refused_naming_the_mismatch(
     no_draft = _register(app_client, admin_headers, pair["id"], target_ref=model_dirs["target"])
     assert no_draft.status_code == 422
     assert no_draft.json()["error"]["param"] == "draft_ref"
-    missing = _register(
-        app_client, admin_headers, pair["id"], method="ngram", target_ref="/nonexistent/model"
-    )
+    # Inside the model roots (the test's tmp dir) but absent: named as missing.
+    absent = str(Path(model_dirs["target"]).parent / "absent-model")
+    missing = _register(app_client, admin_headers, pair["id"], method="ngram", target_ref=absent)
     assert missing.status_code == 422
     assert missing.json()["error"]["code"] == "missing_artifact"
     assert missing.json()["error"]["param"] == "target_ref"
+    # Outside them: refused before the file system is looked at.
+    outside = _register(
+        app_client, admin_headers, pair["id"], method="ngram", target_ref="/nonexistent/model"
+    )
+    assert outside.status_code == 422
+    assert outside.json()["error"]["code"] == "artifact_outside_model_roots"
     assert session.scalars(select(PairVersion)).all() == []
 
 

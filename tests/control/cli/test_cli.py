@@ -39,6 +39,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         admin_token=TOKEN,
         internal_token="cli-internal",
         data_dir=tmp_path,
+        model_roots=[tmp_path],
     )
     port = _free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
