@@ -1,8 +1,9 @@
 """Engine agent heartbeats (POST /internal/v1/workers/{worker_id}/heartbeat)."""
 
 from datetime import datetime
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class SpecCounters(BaseModel):
@@ -16,7 +17,10 @@ class SpecCounters(BaseModel):
 
 class WorkerHeartbeat(BaseModel):
     pool_id: int
-    endpoint_url: str
+    endpoint_url: str = Field(
+        max_length=2000,
+        description="http(s)://host[:port][/prefix], ASCII only (IDNs in punycode).",
+    )
     healthy: bool
     draft_loaded: bool = False
     kv_cache_usage: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -27,6 +31,24 @@ class WorkerHeartbeat(BaseModel):
     gpu_memory_bytes: int | None = Field(default=None, ge=0)
     engine_version: str | None = None
     sent_at: datetime
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _engine_url(cls, value: str) -> str:
+        # NOTE: checked where heartbeats arrive: a URL the gateway cannot put in a
+        # request head would otherwise fail every request routed to this worker.
+        if not value.isascii() or not value.isprintable() or " " in value:
+            raise ValueError("must be printable ASCII without spaces (IDNs in punycode)")
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"is not a URL: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be http(s)://host[:port][/prefix]")
+        if parts.query or parts.fragment or parts.username or port == 0:
+            raise ValueError("must name only scheme, host, port and path")
+        return value
 
 
 class HeartbeatAck(BaseModel):

@@ -66,6 +66,11 @@ class Origin:
 
 def parse_base_url(base_url: str) -> tuple[Origin, str]:
     """The origin to connect to and the path prefix every request path goes under."""
+    # NOTE: ASCII only: the host and path go into a Latin-1 request head, and a
+    # worker URL that cannot be encoded must fail as this worker's connect error
+    # (counted by its breaker), not as a 500 of every request routed to it.
+    if not base_url.isascii():
+        raise ValueError(f"engine URL must be ASCII, got {base_url!r}")
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"engine URL must be http(s)://host[:port][/prefix], got {base_url!r}")

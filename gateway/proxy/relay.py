@@ -53,6 +53,8 @@ class RelayResult:
 
 Finish = Callable[[RelayResult], Awaitable[None]]
 
+INVALID_EVENT = "invalid_event"  # RelayResult.extra key: the stream ends after its error
+
 
 _fast_decode = msgspec.json.Decoder().decode
 _decode = json.JSONDecoder().decode
@@ -74,9 +76,17 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
     try:
         doc = _parse(payload)
     except ValueError:
-        return None  # not an OpenAI event; never forward what we cannot vet
+        doc = None
     if not isinstance(doc, dict):
-        return None
+        # NOTE: never forwarded (we cannot vet it), and never dropped silently either:
+        # a stream of such events used to reach the client as an empty success.
+        result.outcome, result.http_status = "error", 502
+        result.extra[INVALID_EVENT] = True
+        return _error_frame(
+            "The engine sent an event that is not a JSON object",
+            "upstream_error",
+            "invalid_engine_event",
+        )
     if "error" in doc:
         result.outcome, result.http_status = "error", 502
         return frame(json.dumps({"error": doc["error"]}).encode())
@@ -282,6 +292,8 @@ async def relay_stream(
             if frames:
                 body = frames[0] if len(frames) == 1 else b"".join(frames)
                 await send({"type": "http.response.body", "body": body, "more_body": True})
+            if result.extra.get(INVALID_EVENT):
+                return  # the error event is out; closing drops the engine's request
             try:
                 # NOTE: asyncio.timeout, not wait_for: no extra Task per chunk on the hot path.
                 async with asyncio.timeout(idle_timeout_s):
@@ -342,7 +354,12 @@ async def relay_stream(
 
 
 def _frames(batch: list[bytes], keep_usage: bool, result: RelayResult) -> list[bytes]:
-    return [f for p in batch if (f := client_frame(p, keep_usage=keep_usage, result=result))]
+    frames = [f for p in batch if (f := client_frame(p, keep_usage=keep_usage, result=result))]
+    if result.extra.get(INVALID_EVENT):
+        # Nothing after the error event (no [DONE] that would read as success).
+        first_error = next(i for i, f in enumerate(frames) if b"invalid_engine_event" in f)
+        return frames[: first_error + 1]
+    return frames
 
 
 async def _send_error(send: Send, message: str, type_: str, code: str) -> None:
@@ -397,7 +414,9 @@ async def relay_json(
             watch.stop()
         opened.lease.breaker.record_success()
         try:
-            doc = json.loads(content)
+            # NOTE: NaN and Infinity are refused: Python engines can write them, but
+            # they are not JSON and the client's answer could not be encoded (a 500).
+            doc = json.loads(content, parse_constant=_refuse_constant)
         except ValueError as exc:
             result.outcome, result.http_status = "error", 502
             raise UpstreamError("The engine sent an invalid body") from exc
@@ -415,3 +434,7 @@ async def relay_json(
             response.close()
         opened.lease.release()
         await finish(result)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

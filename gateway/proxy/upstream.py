@@ -1,6 +1,7 @@
 """Open the engine request: pick a worker, send, fall back before the first byte.
 
-Connect failures and 5xx answers count against the worker's breaker and move
+Connect failures, 5xx and other non-2xx, non-4xx answers (a redirect) count
+against the worker's breaker and move
 on to the next usable worker of the pool, then to the decision's fallback
 pool (reason `pool_unavailable`). Once the engine has accepted the request
 (2xx headers) nothing is retried: the relay owns it from there.
@@ -47,6 +48,13 @@ def _engine_error(resp_body: bytes, status: int) -> GatewayError:
         return UpstreamClientError(message, status_code=status, code=code)
     if status == 503 or status == 429:
         return ServiceUnavailable(f"engine overloaded: {message}", code="engine_unavailable")
+    if status < 400:
+        # A redirect or an informational answer: no OpenAI engine sends one for a
+        # completion, so the worker is misconfigured (counted like a 5xx).
+        return UpstreamError(
+            f"engine answered {status} instead of a completion: {message}",
+            code="unexpected_engine_status",
+        )
     return UpstreamError(message, code="engine_error")
 
 
@@ -96,7 +104,7 @@ async def open_upstream(
                 lease.breaker.release_trial()
                 lease.release()
                 raise
-            if response.status < 400:
+            if 200 <= response.status < 300:
                 return Opened(decision=current, lease=lease, response=response)
             try:
                 async with asyncio.timeout(header_timeout_s):
@@ -106,7 +114,7 @@ async def open_upstream(
             finally:
                 response.release()
             error = _engine_error(content, response.status)
-            if response.status < 500:
+            if 400 <= response.status < 500:
                 # The engine is fine; the request is not. Neither a fault nor a retry.
                 lease.breaker.record_success()
                 lease.release()

@@ -89,8 +89,13 @@ def test_client_frames_forward_token_chunks_as_sent_and_strip_the_usage_chunk() 
         "choices",
         "usage",
     }
-    assert client_frame(b"not json", keep_usage=True, result=result) is None
     assert client_frame(b"[DONE]", keep_usage=True, result=result) == b"data: [DONE]\n\n"
+    # An event we cannot vet is never forwarded, and never dropped silently either.
+    assert result.outcome == "ok"
+    invalid = client_frame(b"not json", keep_usage=True, result=result)
+    assert invalid is not None and b"not json" not in invalid
+    assert json.loads(invalid.removeprefix(b"data: "))["error"]["code"] == "invalid_engine_event"
+    assert (result.outcome, result.http_status) == ("error", 502)
 
 
 def test_a_chunk_that_needs_stripping_is_re_encoded_even_with_a_lone_surrogate() -> None:

@@ -1,0 +1,141 @@
+"""Tally hostile inputs against an in-process control plane and a real gateway.
+
+    python -m bench.hostile [--database-url postgresql+psycopg://...] [--per-operation 60]
+
+Prints requests tried, statuses seen and the 5xx count (goal: 0) for
+bench/RESULTS.md; exits 1 if any request got a 5xx. The gateway half serves the
+hostile engine (bench.hostile.upstream) through a real gateway built with the
+test helpers, so it runs from a checkout (tests/ importable), as the tests do.
+"""
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.hostile.control_cases import control_cases
+from bench.hostile.control_run import Tally, fuzz, seed, send_case
+from bench.hostile.upstream import GARBAGE_STREAM, MODES, NAN_JSON, REDIRECT, HostileEngine
+
+
+def control_tally(database_url: str | None, per_operation: int, work: Path) -> Tally:
+    from fastapi.testclient import TestClient
+
+    from control.app import create_app
+    from control.migrate import upgrade
+    from control.settings import ControlSettings
+    from engine.artifacts import BUNDLED_PAIR_DIR
+
+    url = database_url or f"sqlite:///{work / 'control.db'}"
+    upgrade(url)
+    settings = ControlSettings(
+        data_dir=work,
+        database_url=url,
+        admin_token="hostile-admin",
+        internal_token="hostile-internal",
+        model_roots=[work, BUNDLED_PAIR_DIR],
+    )
+    app = create_app(settings)
+    auth = {"Authorization": "Bearer hostile-admin"}
+    tally = Tally()
+    with TestClient(app, raise_server_exceptions=False) as client:
+        ids = seed(client, auth)
+        for case in control_cases(ids, work / "models"):
+            response = send_case(client, case, auth)
+            tally.add(response.status_code, case.name)
+        tally_fuzz = fuzz(
+            client,
+            app.openapi(),
+            ids,
+            auth,
+            {"Authorization": "Bearer hostile-internal"},
+            per_operation=per_operation,
+        )
+    tally.statuses.update(tally_fuzz.statuses)
+    tally.server_errors += tally_fuzz.server_errors
+    return tally
+
+
+def gateway_tally(rounds: int) -> Tally:
+    from tests.gateway.policy import TENANT_KEY, make_snapshot
+    from tests.gateway.server import run_gateway, serve_app
+
+    tally = Tally()
+    auth = {"Authorization": f"Bearer {TENANT_KEY}"}
+    engine = HostileEngine()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        serve_app(engine) as url,  # type: ignore[arg-type]
+    ):
+        bad = "http://engine-ü.example:8000"
+        snapshot = make_snapshot(spec_urls=[url, bad], baseline_urls=[url])
+        # NOTE: breakers that never open, so every request meets the engine's fault.
+        with (
+            run_gateway(Path(tmp), snapshot, breaker_failure_threshold=10**9) as gw,
+            httpx.Client(timeout=30) as client,
+        ):
+            for _ in range(rounds):
+                for mode in MODES:
+                    for stream in (False, True):
+                        body = {
+                            "model": "tiny",
+                            "messages": [{"role": "user", "content": mode}],
+                            "max_tokens": 4,
+                            "stream": stream,
+                        }
+                        r = client.post(
+                            f"{gw.base_url}/v1/chat/completions", json=body, headers=auth
+                        )
+                        what = f"{mode} stream={stream}"
+                        tally.statuses[r.status_code] += 1
+                        # An engine's fault is a 502/503 or an error event by design;
+                        # a 500 (the gateway's own defect) or a silent success is not.
+                        if r.status_code == 500:
+                            tally.server_errors.append(f"500 {what}")
+                        if mode in (NAN_JSON, REDIRECT, GARBAGE_STREAM) and (
+                            r.status_code == 200 and "error" not in r.text
+                        ):
+                            tally.server_errors.append(f"empty success for {what}")
+    return tally
+
+
+def _print(title: str, tally: Tally, seconds: float, *, bad: str) -> None:
+    seen = ", ".join(f"{s}: {n}" for s, n in sorted(tally.statuses.items()))
+    print(
+        f"{title}: {tally.tried} requests in {seconds:.1f} s; statuses {seen}; "
+        f"{bad}: {len(tally.server_errors)}"
+    )
+    for line in tally.server_errors[:20]:
+        print("   ", line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--per-operation", type=int, default=60)
+    parser.add_argument("--gateway-rounds", type=int, default=25)
+    args = parser.parse_args()
+    failed = False
+    with tempfile.TemporaryDirectory() as work:
+        started = time.monotonic()
+        control = control_tally(args.database_url, args.per_operation, Path(work))
+        backend = (args.database_url or "sqlite").split(":", 1)[0]
+        _print(f"control plane ({backend})", control, time.monotonic() - started, bad="5xx")
+        failed |= bool(control.server_errors)
+    started = time.monotonic()
+    gateway = gateway_tally(args.gateway_rounds)
+    _print(
+        "gateway (hostile engine)",
+        gateway,
+        time.monotonic() - started,
+        bad="500s or empty successes",
+    )
+    failed |= bool(gateway.server_errors)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""An OpenAI-shaped engine that misbehaves on request, for the gateway's hostile cases.
+
+A fixture, not a model: the first message's content picks the misbehaviour, since a
+real vLLM cannot be made to answer NaN, redirect, or stream garbage on purpose.
+"""
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+NAN_JSON = "nan_json"  # non-streamed answer with NaN in it
+REDIRECT = "redirect"  # 302 with a JSON error body
+GARBAGE_STREAM = "garbage_stream"  # 200 event stream whose events are not JSON
+OK = "ok"  # a well-formed answer
+MODES = (NAN_JSON, REDIRECT, GARBAGE_STREAM, OK)
+
+_CHUNK = {
+    "id": "chatcmpl-hostile",
+    "object": "chat.completion.chunk",
+    "created": 0,
+    "model": "tiny",
+    "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}],
+}
+_COMPLETION: dict[str, Any] = {
+    "id": "chatcmpl-hostile",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "tiny",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+}
+
+
+def mode_of(body: dict[str, Any]) -> str:
+    messages = body.get("messages") or [{}]
+    content = messages[0].get("content") if isinstance(messages[0], dict) else None
+    return content if content in MODES else OK
+
+
+class HostileEngine:
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        body = json.loads(raw or b"{}")
+        mode = mode_of(body)
+        self.calls[mode] = self.calls.get(mode, 0) + 1
+        stream = bool(body.get("stream"))
+        if mode == NAN_JSON:
+            doc = json.dumps({**_COMPLETION, "usage": {**_COMPLETION["usage"], "x": float("nan")}})
+            await _answer(send, 200, b"application/json", doc.encode())
+        elif mode == REDIRECT:
+            error = {"error": {"message": "moved", "type": "invalid_request_error", "code": 302}}
+            await _answer(
+                send,
+                302,
+                b"application/json",
+                json.dumps(error).encode(),
+                [(b"location", b"http://elsewhere.invalid/")],
+            )
+        elif mode == GARBAGE_STREAM or stream:
+            events = (
+                [b"data: {not json\n\n", b"data: [1, 2]\n\n", b"data: [DONE]\n\n"]
+                if mode == GARBAGE_STREAM
+                else [b"data: " + json.dumps(_CHUNK).encode() + b"\n\n", b"data: [DONE]\n\n"]
+            )
+            await _answer(send, 200, b"text/event-stream", b"".join(events))
+        else:
+            await _answer(send, 200, b"application/json", json.dumps(_COMPLETION).encode())
+
+
+async def _answer(
+    send: Send,
+    status: int,
+    content_type: bytes,
+    body: bytes,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send(
+        {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
+    )
+    await send({"type": "http.response.body", "body": body})
