@@ -9,6 +9,7 @@ from control.contract import QuotaWeights, TenantSpec
 from gateway.decision.decide import Decision
 from gateway.decision.reasons import RANDOMIZED
 from gateway.proxy.relay import RelayResult
+from gateway.quota.limiter import Reservation, weighted_cost
 from gateway.routing.balancer import Lease
 from gateway.state import GatewayState
 from gateway.telemetry.record import RequestRecord
@@ -26,6 +27,8 @@ class Accounting:
     decision: Decision | None = None
     lease: Lease | None = None
     recorded: bool = False
+    reservation: Reservation | None = None  # booked at admission, settled at finish
+    prompt_estimate: int = 0  # prompt tokens assumed when the engine's usage never came
 
     async def finish(self, result: RelayResult) -> None:
         """Record once; later calls (an error raised after the relay finished) are no-ops."""
@@ -76,12 +79,32 @@ class Accounting:
         )
         self.state.aggregator.record(rec)
         self.state.metrics.observe_request(rec)
-        if prompt or completion or rec.rejected_draft_tokens:
+        cost = self._cost(result, rec)
+        if self.reservation is not None or cost > 0:
             # NOTE: charged in the background: this may run while the client's
             # connection is being torn down, and must not delay or be cancelled with it.
-            task = asyncio.get_running_loop().create_task(self._charge(rec))
+            task = asyncio.get_running_loop().create_task(self._charge(cost))
             self.state.background.add(task)
             task.add_done_callback(self.state.background.discard)
+
+    def _cost(self, result: RelayResult, rec: RequestRecord) -> float:
+        """The weighted cost to charge: the engine's usage when it came; otherwise (the
+        client left, the stream broke) the prompt as estimated at admission plus every
+        token streamed so far, if the request reached an engine at all."""
+        if result.usage is not None:
+            prompt, completion = rec.prompt_tokens, rec.completion_tokens
+        elif self.lease is not None:
+            prompt, completion = self.prompt_estimate, result.streamed_tokens
+        else:
+            prompt = completion = 0
+        if self.tenant.quota.weighted_tokens_per_minute is None:
+            return 0.0
+        return weighted_cost(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            rejected_draft_tokens=rec.rejected_draft_tokens,
+            weights=self.weights,
+        )
 
     def route(self, decision: Decision) -> None:
         """The request now goes where `decision` says (set again on a fallback)."""
@@ -95,15 +118,12 @@ class Accounting:
     async def fail(self, http_status: int) -> None:
         await self.finish(RelayResult(outcome="error", http_status=http_status))
 
-    async def _charge(self, rec: RequestRecord) -> None:
+    async def _charge(self, cost: float) -> None:
         try:
-            await self.state.quota.charge(
-                self.tenant,
-                prompt_tokens=rec.prompt_tokens,
-                completion_tokens=rec.completion_tokens,
-                rejected_draft_tokens=rec.rejected_draft_tokens,
-                weights=self.weights,
-            )
+            if self.reservation is not None:
+                await self.state.quota.settle(self.reservation, cost)
+            else:
+                await self.state.quota.charge_cost(self.tenant, cost)
         except Exception as exc:
             # A quota store outage must not fail requests that were already served.
             log.warning("quota charge failed: %s", type(exc).__name__)

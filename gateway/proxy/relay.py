@@ -48,6 +48,10 @@ class RelayResult:
     usage: Usage | None = None
     spec: SpecStats = NO_SPEC
     first_token_at: float | None = None
+    # Choices with text in the events forwarded so far: at least one token each (more
+    # when speculation verified several in one step). What a client that leaves
+    # before the usage chunk is charged for.
+    streamed_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -90,6 +94,9 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
     if "error" in doc:
         result.outcome, result.http_status = "error", 502
         return frame(json.dumps({"error": doc["error"]}).encode())
+    choices = doc.get("choices")
+    if choices:
+        result.streamed_tokens += _tokens_in(choices)
     # NOTE: key checks first: only the final chunk carries usage and metrics, and
     # reading them from every token chunk was a measurable share of the relay's CPU.
     if "metrics" in doc:
@@ -108,6 +115,20 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
         return frame(payload)
     # NOTE: ASCII escapes: a lone surrogate in the engine's text could not be encoded.
     return frame(json.dumps(sanitize(doc, keep_usage=keep_usage)).encode())
+
+
+def _tokens_in(choices: Any) -> int:
+    """Choices carrying generated text in one event (chat delta or completion text)."""
+    if not isinstance(choices, list):
+        return 0
+    count = 0
+    for choice in choices:
+        if isinstance(choice, dict):
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if piece:
+                count += 1
+    return count
 
 
 Relay = Callable[[Send, Message], Awaitable[None]]  # (send, the response-start message)

@@ -7,7 +7,13 @@ from collections import deque
 from collections.abc import Callable
 
 from control.contract import QuotaWeights, TenantSpec
-from gateway.quota.limiter import UNLIMITED, WINDOW_SECONDS, QuotaVerdict, chargeable_cost
+from gateway.quota.limiter import (
+    UNLIMITED,
+    WINDOW_SECONDS,
+    QuotaVerdict,
+    Reservation,
+    chargeable_cost,
+)
 
 
 class _Window:
@@ -34,6 +40,16 @@ class _Window:
             self.buckets.append([second, amount])
         self.total += amount
 
+    def adjust(self, second: int, delta: float) -> None:
+        """Change a live second's amount by `delta` (never below 0); an expired second
+        (the reservation left the window) is not touched."""
+        for bucket in self.buckets:
+            if bucket[0] == second:
+                new = max(bucket[1] + delta, 0.0)
+                self.total += new - bucket[1]
+                bucket[1] = new
+                return
+
     def retry_after(self, now: float, limit: float, window_s: int) -> float:
         remaining = self.total
         for second, amount in self.buckets:
@@ -52,21 +68,38 @@ class InMemoryQuotaLimiter:
         self._windows: dict[int, _Window] = {}
         self._lock = threading.Lock()
 
-    async def admit(self, tenant: TenantSpec) -> QuotaVerdict:
+    async def admit(self, tenant: TenantSpec, reserve: float = 0.0) -> QuotaVerdict:
         limit = tenant.quota.weighted_tokens_per_minute
         if limit is None:
             return UNLIMITED
         now = self.clock()
         with self._lock:
-            window = self._windows.get(tenant.id)
-            if window is None:
-                return QuotaVerdict(allowed=True, retry_after_s=0.0, used=0.0, limit=limit)
+            window = self._windows.setdefault(tenant.id, _Window())
             window.expire(now, self.window_s)
             used = window.total
             if used < limit:
-                return QuotaVerdict(allowed=True, retry_after_s=0.0, used=used, limit=limit)
+                reservation = None
+                if reserve > 0:
+                    window.add(now, reserve)
+                    reservation = Reservation(tenant.id, math.floor(now), reserve)
+                return QuotaVerdict(
+                    allowed=True,
+                    retry_after_s=0.0,
+                    used=used,
+                    limit=limit,
+                    reservation=reservation,
+                )
             wait = window.retry_after(now, limit, self.window_s)
         return QuotaVerdict(allowed=False, retry_after_s=wait, used=used, limit=limit)
+
+    async def settle(self, reservation: Reservation, cost: float) -> None:
+        now = self.clock()
+        with self._lock:
+            window = self._windows.get(reservation.tenant_id)
+            if window is None:
+                return
+            window.expire(now, self.window_s)
+            window.adjust(reservation.second, cost - reservation.amount)
 
     async def charge(
         self,
@@ -84,7 +117,11 @@ class InMemoryQuotaLimiter:
             rejected_draft_tokens=rejected_draft_tokens,
             weights=weights,
         )
-        if cost is None:
+        if cost is not None:
+            await self.charge_cost(tenant, cost)
+
+    async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
+        if cost <= 0 or tenant.quota.weighted_tokens_per_minute is None:
             return
         now = self.clock()
         with self._lock:

@@ -13,12 +13,19 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from control.contract import QuotaWeights, TenantSpec
-from gateway.quota.limiter import UNLIMITED, WINDOW_SECONDS, QuotaVerdict, chargeable_cost
+from gateway.quota.limiter import (
+    UNLIMITED,
+    WINDOW_SECONDS,
+    QuotaVerdict,
+    Reservation,
+    chargeable_cost,
+)
 
 log = logging.getLogger(__name__)
 
-# KEYS[1] tenant hash; ARGV limit, window. Returns {used, retry_after} as strings
-# (Lua numbers returned to Redis are truncated to integers).
+# KEYS[1] tenant hash; ARGV limit, window, reserve. Returns {used, retry_after, second}
+# as strings (Lua numbers returned to Redis are truncated to integers). An admitted
+# request's reserve is booked in the same script, so concurrent admissions see it.
 _ADMIT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -51,7 +58,27 @@ if used >= limit then
     end
   end
 end
-return {tostring(used), tostring(retry)}
+local reserve = tonumber(ARGV[3])
+if used < limit and reserve > 0 then
+  redis.call('HINCRBYFLOAT', KEYS[1], t[1], ARGV[3])
+  redis.call('EXPIRE', KEYS[1], window + 1)
+end
+return {tostring(used), tostring(retry), t[1]}
+"""
+
+# KEYS[1] tenant hash; ARGV second, delta, window. A reservation's second that left the
+# window is not touched; a second never goes below 0.
+_SETTLE = """
+local t = redis.call('TIME')
+if tonumber(ARGV[1]) <= tonumber(t[1]) - tonumber(ARGV[3]) then
+  return 0
+end
+local value = tonumber(redis.call('HINCRBYFLOAT', KEYS[1], ARGV[1], ARGV[2]))
+if value < 0 then
+  redis.call('HSET', KEYS[1], ARGV[1], '0')
+end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]) + 1)
+return 1
 """
 
 # KEYS[1] tenant hash; ARGV cost, window.
@@ -76,6 +103,7 @@ class RedisQuotaLimiter:
         self.key_prefix = key_prefix
         self._admit = client.register_script(_ADMIT)
         self._charge = client.register_script(_CHARGE)
+        self._settle = client.register_script(_SETTLE)
         self.errors = 0
 
     @classmethod
@@ -98,13 +126,13 @@ class RedisQuotaLimiter:
     def key(self, tenant: TenantSpec) -> str:
         return f"{self.key_prefix}:{tenant.id}"
 
-    async def admit(self, tenant: TenantSpec) -> QuotaVerdict:
+    async def admit(self, tenant: TenantSpec, reserve: float = 0.0) -> QuotaVerdict:
         limit = tenant.quota.weighted_tokens_per_minute
         if limit is None:
             return UNLIMITED
         try:
-            used_s, retry_s = await self._admit(
-                keys=[self.key(tenant)], args=[limit, self.window_s]
+            used_s, retry_s, second_s = await self._admit(
+                keys=[self.key(tenant)], args=[limit, self.window_s, repr(float(reserve))]
             )
         except RedisError as exc:
             # Fail open: an outage of the shared counter must not take every tenant down.
@@ -113,7 +141,12 @@ class RedisQuotaLimiter:
             return QuotaVerdict(allowed=True, retry_after_s=0.0, used=0.0, limit=limit)
         used = float(used_s)
         if used < limit:
-            return QuotaVerdict(allowed=True, retry_after_s=0.0, used=used, limit=limit)
+            reservation = (
+                Reservation(tenant.id, int(second_s), float(reserve)) if reserve > 0 else None
+            )
+            return QuotaVerdict(
+                allowed=True, retry_after_s=0.0, used=used, limit=limit, reservation=reservation
+            )
         return QuotaVerdict(allowed=False, retry_after_s=float(retry_s), used=used, limit=limit)
 
     async def charge(
@@ -132,13 +165,26 @@ class RedisQuotaLimiter:
             rejected_draft_tokens=rejected_draft_tokens,
             weights=weights,
         )
-        if cost is None:
+        if cost is not None:
+            await self.charge_cost(tenant, cost)
+
+    async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
+        if cost <= 0 or tenant.quota.weighted_tokens_per_minute is None:
             return
         try:
             await self._charge(keys=[self.key(tenant)], args=[repr(cost), self.window_s])
         except RedisError as exc:
             self.errors += 1
             log.warning("quota charge for tenant %s lost: %s", tenant.id, exc)
+
+    async def settle(self, reservation: Reservation, cost: float) -> None:
+        key = f"{self.key_prefix}:{reservation.tenant_id}"
+        delta = cost - reservation.amount
+        try:
+            await self._settle(keys=[key], args=[reservation.second, repr(delta), self.window_s])
+        except RedisError as exc:
+            self.errors += 1
+            log.warning("quota settle for tenant %s lost: %s", reservation.tenant_id, exc)
 
     async def aclose(self) -> None:
         # types-redis predates aclose (redis>=5); close() is deprecated there. A pool

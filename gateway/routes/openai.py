@@ -21,6 +21,7 @@ from gateway.proxy.intake import authenticate, engine_body, read_json, request_i
 from gateway.proxy.relay import relay_json, relay_stream
 from gateway.proxy.schemas import ChatCompletionBody, CompletionBody, SamplingParams
 from gateway.proxy.upstream import open_upstream
+from gateway.quota.limiter import PROMPT_BYTES_PER_TOKEN, Reservation, admission_estimate
 from gateway.state import GatewayState
 
 log = logging.getLogger(__name__)
@@ -97,8 +98,18 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
     acct = Accounting(
         state, request_id, tenant, snapshot.quota_weights, started=started, decision=decision
     )
+    max_tokens = getattr(body, "max_completion_tokens", None) or body.max_tokens
+    acct.prompt_estimate = -(-len(received.raw) // PROMPT_BYTES_PER_TOKEN)
     try:
-        await _admit(state, tenant)
+        acct.reservation = await _admit(
+            state,
+            tenant,
+            admission_estimate(
+                prompt_bytes=len(received.raw),
+                max_tokens=max_tokens,
+                weights=snapshot.quota_weights,
+            ),
+        )
         opened = await open_upstream(
             client=state.engine,
             balancer=state.balancer,
@@ -145,19 +156,23 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
     )
 
 
-async def _admit(state: GatewayState, tenant: TenantSpec) -> None:
+async def _admit(state: GatewayState, tenant: TenantSpec, estimate: float) -> Reservation | None:
+    """Admit the request and book its estimated cost (None: nothing booked)."""
+    if tenant.quota.weighted_tokens_per_minute is None:
+        return None
     try:
-        verdict = await state.quota.admit(tenant)
+        verdict = await state.quota.admit(tenant, reserve=estimate)
     except Exception as exc:
         # NOTE: fail open: a quota store outage must not take the front door down.
         log.warning("quota admission unavailable: %s", type(exc).__name__)
-        return
+        return None
     if not verdict.allowed:
         state.metrics.observe_quota_rejection(tenant.name)
         raise QuotaExceeded(
             f"Tenant quota exhausted ({verdict.used:.0f} of {verdict.limit} weighted tokens/min)",
             retry_after_s=verdict.retry_after_s,
         )
+    return verdict.reservation
 
 
 def _body_doc(schema: type[SamplingParams]) -> dict[str, Any]:

@@ -186,3 +186,46 @@ async def test_unreachable_redis_fails_open_and_counts_the_error() -> None:
         assert limiter.errors == 2
     finally:
         await limiter.aclose()
+
+
+async def test_in_memory_reservations_are_seen_at_once_and_settled_to_the_cost() -> None:
+    clock = FakeClock(2000.0)
+    limiter = InMemoryQuotaLimiter(clock=clock)
+    t = tenant(100)
+    first = await limiter.admit(t, reserve=40.0)
+    second = await limiter.admit(t, reserve=40.0)
+    third = await limiter.admit(t, reserve=40.0)  # 80 < 100: still admitted
+    fourth = await limiter.admit(t, reserve=40.0)
+    assert [v.allowed for v in (first, second, third, fourth)] == [True, True, True, False]
+    assert fourth.used == pytest.approx(120.0)
+    assert first.reservation is not None and first.reservation.amount == 40.0
+    # Settling replaces the reservation by the cost: a refund, then a top-up.
+    await limiter.settle(first.reservation, 10.0)
+    assert second.reservation is not None
+    await limiter.settle(second.reservation, 55.0)
+    assert (await limiter.admit(t)).used == pytest.approx(10.0 + 55.0 + 40.0)
+    # A reservation that already left the window changes nothing.
+    clock.t = 2061.0
+    assert third.reservation is not None
+    await limiter.settle(third.reservation, 500.0)
+    assert (await limiter.admit(t)).used == 0.0
+
+
+@pytest.mark.redis
+async def test_redis_reservations_are_shared_and_settled(redis_prefix: str) -> None:
+    a, b = redis_limiter(redis_prefix), redis_limiter(redis_prefix)
+    t = tenant(100)
+    try:
+        reserved = await a.admit(t, reserve=70.0)
+        assert reserved.allowed and reserved.reservation is not None
+        seen = await b.admit(t, reserve=70.0)  # 70 < 100: admitted, now 140 booked
+        assert seen.allowed and seen.used == pytest.approx(70.0)
+        refused = await a.admit(t, reserve=70.0)
+        assert not refused.allowed and refused.used == pytest.approx(140.0)
+        await a.settle(reserved.reservation, 5.0)
+        assert seen.reservation is not None
+        await b.settle(seen.reservation, 0.0)
+        assert (await b.admit(t)).used == pytest.approx(5.0)
+    finally:
+        await a.aclose()
+        await b.aclose()
