@@ -129,6 +129,14 @@ CATALOG: dict[str, Entry] = {
         "cumulative; rate over 5m",
         "sum by (tenant) (rate(specroute_gateway_quota_rejections_total[5m]))",
     ),
+    "specroute_gateway_shadow_mirrors": Entry(
+        "shadow mirrors by outcome (ok, error, cancelled over budget, skipped at the cap, "
+        "no_worker)",
+        "—",
+        "requests",
+        "cumulative; rate over 5m",
+        "sum by (outcome) (rate(specroute_gateway_shadow_mirrors_total[5m]))",
+    ),
     "specroute_gateway_outstanding_requests": Entry(
         "requests in flight to a worker",
         "—",

@@ -207,6 +207,14 @@ class GatewayMetrics:
             ["tenant"],
             registry=r,
         )
+        self.shadow_mirrors = Counter(
+            PREFIX + "shadow_mirrors",
+            "Shadow stage: mirrored copies of requests sent to a spec pool, by outcome (ok, "
+            "error, cancelled over the budget, skipped at the in-flight cap, no_worker). "
+            "Unit: requests.",
+            ["outcome"],
+            registry=r,
+        )
         self.outstanding = Gauge(
             PREFIX + "outstanding_requests",
             "Requests in flight to an engine worker (the least-outstanding routing signal). "
@@ -268,6 +276,9 @@ class GatewayMetrics:
 
     def observe_decision(self, reason: str, arm: Arm) -> None:
         self._child(self.decisions, reason, arm.value).inc()
+
+    def observe_shadow(self, outcome: str) -> None:
+        self.shadow_mirrors.labels(outcome).inc()
 
     def observe_quota_rejection(self, tenant: str) -> None:
         self.quota_rejections.labels(self.tenants.resolve(tenant)).inc()

@@ -116,6 +116,20 @@ class GatewaySettings(BaseSettings):
         ge=1,
         description="Closed windows kept while control is down; the oldest are dropped beyond.",
     )
+    shadow_max_inflight: int = Field(
+        default=4,
+        ge=0,
+        le=10_000,
+        description=(
+            "Shadow stage: most mirrored requests this gateway keeps in flight on spec pools; "
+            "a mirror beyond the cap is skipped (0: no mirroring). Caps the shadow's load."
+        ),
+    )
+    shadow_budget_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Shadow stage: a mirrored request still running after this is cancelled.",
+    )
     breaker_failure_threshold: int = Field(
         default=3,
         ge=1,

@@ -7,6 +7,7 @@ import httpx
 
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.engine_http import EngineClient
+from gateway.proxy.shadow import ShadowMirrors
 from gateway.quota.limiter import QuotaLimiter
 from gateway.routing.balancer import Balancer
 from gateway.settings import GatewaySettings
@@ -28,6 +29,7 @@ class GatewayState:
     # Its connections belong to the serving event loop, so the lifespan opens it.
     engine_client: EngineClient | None = None
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    shadow: ShadowMirrors = field(default_factory=ShadowMirrors)
 
     @property
     def engine(self) -> EngineClient:

@@ -55,6 +55,10 @@ def beat_schedule(settings: ControlSettings) -> dict[str, dict[str, Any]]:
             "task": f"{TASK_PREFIX}.evaluate_canaries",
             "schedule": timedelta(seconds=settings.evaluation_interval_seconds),
         },
+        "evaluate-shadows": {
+            "task": f"{TASK_PREFIX}.evaluate_shadows",
+            "schedule": timedelta(seconds=settings.evaluation_interval_seconds),
+        },
         "run-guards": {
             "task": f"{TASK_PREFIX}.run_guards",
             "schedule": timedelta(seconds=settings.guard_interval_seconds),

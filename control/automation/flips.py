@@ -21,6 +21,7 @@ from control.automation.records import RecordContext, render_record
 from control.automation.verdicts import Action, PoolHealth, Verdict
 from control.db import Database
 from control.models import Decision, Rollout, utcnow
+from control.rollouts.gates import Evidence as StageEvidence
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 
@@ -116,6 +117,7 @@ def evidence_document(
 
 _ACTIONS = {
     Action.PROMOTE: RolloutAction.PROMOTE,
+    Action.START: RolloutAction.START,
     Action.PAUSE: RolloutAction.PAUSE,
     Action.ROLLBACK: RolloutAction.ROLLBACK,
     Action.DISABLE: RolloutAction.DISABLE,
@@ -146,6 +148,8 @@ def flip(
         evidence=document,
         task_id=task_id,
         kind=kind,
+        # Only the shadow rule starts a canary, and only on its exit criterion.
+        proven=frozenset({StageEvidence.SHADOW}) if verdict.action is Action.START else frozenset(),
     )
     decision = repository.latest_decision(session, updated.id)
     assert decision is not None, "transition_rollout writes a decision row"

@@ -24,6 +24,7 @@ from control.automation.flips import (
     seconds_since,
 )
 from control.automation.health import spec_pool_health
+from control.automation.shadow import judge_shadow
 from control.automation.verdicts import (
     Action,
     PoolHealth,
@@ -42,6 +43,7 @@ from control.stats import StatsError, advise_depth, cost_ratio_from_speedup, exp
 log = logging.getLogger(__name__)
 
 EVALUATED_STATES = (RolloutState.CANARY, RolloutState.RAMPING, RolloutState.PROBATION)
+SHADOW_STATES = (RolloutState.SHADOW,)
 
 
 def _run(
@@ -129,6 +131,34 @@ def evaluate_canary(
         )
 
     return _run(database, rollout_id, task_id, EVALUATED_STATES, judge)
+
+
+def evaluate_shadow(
+    database: Database, settings: ControlSettings, rollout_id: int, task_id: str | None
+) -> Outcome:
+    """The shadow's exit: start the canary, roll back, or hold (see `shadow.py`)."""
+
+    def judge(session: Session, rollout: Rollout, now: datetime) -> Outcome:
+        health = spec_pool_health(session, rollout, settings, now)
+        evidence = gather_evidence(
+            session, rollout, settings, until=now, spec_workers=health.healthy_workers
+        )
+        verdict = judge_shadow(
+            evidence,
+            rollout.threshold_set,
+            seconds_in_state=seconds_since(rollout.state_entered_at, now),
+            inconclusive_rounds=rollout.inconclusive_rounds,
+        )
+        if verdict.action is Action.WAIT:
+            return Outcome(rollout.id, verdict.action.value, verdict.reason)
+        if verdict.action is Action.HOLD:
+            return record_hold(session, rollout, verdict, evidence=evidence, task_id=task_id)
+        kind = f"shadow_{verdict.code or verdict.action.value}"
+        return _flip_or_raise(
+            session, rollout, verdict, kind, evidence=evidence, health=health, task_id=task_id
+        )
+
+    return _run(database, rollout_id, task_id, SHADOW_STATES, judge)
 
 
 def guard_rollout(

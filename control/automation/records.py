@@ -130,6 +130,11 @@ def _policy(verdict: Verdict, r: Rollout, t: ThresholdSet, to_state: str, pct: f
         return f"{pct:g} % of the segment's cohorts go to the spec arm (sticky: nobody leaves it)."
     if verdict.action is Action.ENABLE:
         return f"{pct:g} % of the segment's cohorts go to the spec arm again, on probation."
+    if verdict.action is Action.START:
+        return (
+            f"The canary starts: {pct:g} % of the segment's cohorts go to the spec arm; the "
+            "mirroring stops."
+        )
     return (
         f"The segment's traffic goes to the baseline pool {r.baseline_pool_id}; the spec arm "
         "gets none."
@@ -145,6 +150,12 @@ def _alternatives(verdict: Verdict) -> list[str]:
         ]
     if verdict.action is Action.ENABLE:
         return ["- Stay disabled: the cause has cleared and the cool-down has passed."]
+    if verdict.action is Action.START:
+        return [
+            "- Keep shadowing: the exit criterion holds; more mirrored traffic would not "
+            "change the answer.",
+            "- Roll back: nothing in the evidence indicates a regression.",
+        ]
     if verdict.action is Action.PAUSE:
         return [
             "- Keep holding: more evaluations of the same kind would not change the answer.",
@@ -159,7 +170,7 @@ def _alternatives(verdict: Verdict) -> list[str]:
 
 
 def _reversal(verdict: Verdict, t: ThresholdSet) -> str:
-    if verdict.action in (Action.PROMOTE, Action.ENABLE):
+    if verdict.action in (Action.PROMOTE, Action.ENABLE, Action.START):
         return (
             "The monitors keep watching: low acceptance, a latency or error regression "
             "beyond its margin, memory pressure, a saturating pool or an unavailable draft "
@@ -177,6 +188,11 @@ def _reversal(verdict: Verdict, t: ThresholdSet) -> str:
 
 
 def _risks(verdict: Verdict) -> list[str]:
+    if verdict.action is Action.START:
+        return [
+            "- Mirrored requests ran with no user waiting on them; the canary's users may "
+            "cancel or stream differently. The canary's own monitors re-test from its start."
+        ]
     if verdict.action is Action.PROMOTE:
         return [
             "- The traffic mix can shift (new prompts, longer outputs) and move acceptance; "

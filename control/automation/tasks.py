@@ -52,6 +52,8 @@ def _sweep(
 TASKS: dict[str, Callable[..., Any]] = {
     "evaluate_canary": _one(jobs.evaluate_canary),
     "evaluate_canaries": _sweep(jobs.evaluate_canary, jobs.EVALUATED_STATES),
+    "evaluate_shadow": _one(jobs.evaluate_shadow),
+    "evaluate_shadows": _sweep(jobs.evaluate_shadow, jobs.SHADOW_STATES),
     "guard_rollout": _one(jobs.guard_rollout),
     "run_guards": _sweep(jobs.guard_rollout, EXPOSING_STATES),
     "probation_rollout": _one(jobs.probation_rollout),

@@ -40,6 +40,7 @@ class Action(StrEnum):
     WAIT = "wait"  # nothing to judge yet (dwell, or nothing wrong): no record
     HOLD = "hold"  # judged, inconclusive: counts one inconclusive round
     PROMOTE = "promote"
+    START = "start"  # out of shadow into the canary
     PAUSE = "pause"
     ROLLBACK = "rollback"
     DISABLE = "disable"
@@ -147,9 +148,9 @@ def _pct_slower(log_difference: float | None) -> str:
 
 
 def failure_action(state: RolloutState) -> Action:
-    """Canary and ramping roll back (an admin restarts them); full and probation disable,
-    so probation can re-test once the cause has cleared."""
-    if state in (RolloutState.CANARY, RolloutState.RAMPING):
+    """Shadow, canary and ramping roll back (an admin restarts them); full and probation
+    disable, so probation can re-test once the cause has cleared."""
+    if state in (RolloutState.SHADOW, RolloutState.CANARY, RolloutState.RAMPING):
         return Action.ROLLBACK
     return Action.DISABLE
 

@@ -11,6 +11,7 @@ from control.contract import (
     PoolSnapshot,
     RequestFeatures,
     RolloutSpec,
+    RolloutState,
     SegmentSpec,
     TenantSpec,
 )
@@ -35,6 +36,9 @@ class Decision:
     # switching would change semantics (incompatible parameters) or no other pool exists.
     fallback: PoolSnapshot | None
     fallback_pair: PairVersionSpec | None
+    # Shadow stage: the spec pool a copy of this request is mirrored to (response
+    # discarded); None when not sampled, or when anything forced the arm.
+    mirror: PoolSnapshot | None = None
 
     def header(self) -> str:
         if self.arm is Arm.SPEC and self.pair is not None:
@@ -61,6 +65,7 @@ class Decision:
             pair=self.fallback_pair,
             fallback=None,
             fallback_pair=None,
+            mirror=None,
         )
 
 
@@ -73,6 +78,8 @@ class DecisionInput:
     body: SamplingParams
     cohort_key: str
     override: Override | None = None
+    # Samples the shadow's mirrored share per request (the cohort key when absent).
+    request_id: str | None = None
 
 
 def _pool(snapshot: PolicySnapshot, pool_id: int, model: str) -> PoolSnapshot | None:
@@ -114,6 +121,8 @@ def _rollout_arm(
         return Arm.BASELINE, R.NO_SEGMENT
     if rollout is None:
         return Arm.BASELINE, R.NO_ROLLOUT
+    if rollout.state is RolloutState.SHADOW:
+        return Arm.BASELINE, R.SHADOW
     if not rollout.exposing:
         return Arm.BASELINE, R.ROLLOUT_INACTIVE
     if rollout.percentage >= 100.0:
@@ -182,6 +191,12 @@ def decide(inp: DecisionInput) -> Decision:
         fallback=other if primary is not None else None,
         fallback_pair=_pair(snap, other) if primary is not None else None,
     )
+    mirrorable = reason is R.SHADOW and incompatible is None and spec_pool is not None
+    if mirrorable and primary is not None and rollout is not None:
+        # NOTE: parameters the spec pool cannot serve losslessly are never mirrored either.
+        sample_key = inp.request_id or inp.cohort_key
+        if in_spec_cohort(rollout.cohort_salt, inp.tenant.name, sample_key, rollout.percentage):
+            decision = replace(decision, mirror=spec_pool)
     if primary is None:
         # The arm's pool does not exist at all: go straight to the other one.
         return replace(

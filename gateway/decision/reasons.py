@@ -14,6 +14,10 @@ class DecisionReason(StrEnum):
     POOL_UNAVAILABLE = "pool_unavailable"
     NO_ROLLOUT = "no_rollout"
     ROLLOUT_INACTIVE = "rollout_inactive"
+    # A rollout in shadow: the caller is served by the baseline arm (`shadow`); a sampled
+    # share is also mirrored to the spec pool, response discarded (`shadow_mirror`).
+    SHADOW = "shadow"
+    SHADOW_MIRROR = "shadow_mirror"
     NO_SEGMENT = "no_segment"
     # Refused before any arm was chosen (key, body, model, override permission).
     REJECTED = "rejected"
@@ -29,6 +33,8 @@ RANDOMIZED: frozenset[DecisionReason] = frozenset(
         DecisionReason.COHORT_SPEC,
         DecisionReason.COHORT_BASELINE,
         DecisionReason.HOLDOUT,
+        DecisionReason.SHADOW,
+        DecisionReason.SHADOW_MIRROR,
     }
 )
 

@@ -92,6 +92,7 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
             body=body,
             cohort_key=body.user or request.headers.get(SESSION_HEADER) or request_id,
             override=_override(request),
+            request_id=request_id,
         )
     )
     request.state.decision_header = decision.header()
@@ -131,6 +132,10 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
         await acct.fail(exc.status_code)
         raise
     acct.dispatched(opened.decision, opened.lease)
+    # Shadow: the copy goes out only once the caller's own request is with an engine.
+    state.shadow.maybe_mirror(
+        state, opened.decision, path=path, doc=received.doc, request_id=request_id, tenant=tenant
+    )
     request.state.decision_header = opened.decision.header()
     state.metrics.observe_decision(str(opened.decision.reason), opened.decision.arm)
     headers = {"x-request-id": request_id, "x-specroute-decision": opened.decision.header()}

@@ -235,3 +235,26 @@ def test_features_default_temperature_and_max_completion_tokens() -> None:
     )
     f = request_features(body, tenant="acme", task="code")
     assert (f.temperature, f.max_tokens, f.task, f.structured_output) == (1.0, 9, "code", False)
+
+
+def test_shadow_serves_baseline_and_mirrors_its_sampled_share() -> None:
+    d = _decide(state=RolloutState.SHADOW, percentage=100.0)
+    assert (d.arm, d.reason, d.pool.id) == (Arm.BASELINE, R.SHADOW, BASELINE_POOL)
+    assert d.header() == "arm=baseline; reason=shadow"
+    assert d.mirror is not None and d.mirror.id == SPEC_POOL
+    # Sampled per key: a 50 % shadow mirrors exactly the keys in the cohort range.
+    keys = [f"req-{i}" for i in range(40)]
+    mirrored = [
+        k for k in keys if _decide(state=RolloutState.SHADOW, percentage=50.0, key=k).mirror
+    ]
+    assert mirrored == [k for k in keys if in_spec_cohort("salt-1", "acme", k, 50.0)]
+    assert 0 < len(mirrored) < len(keys)
+    # Nothing forced or incompatible is mirrored; a fallback drops the mirror.
+    assert _decide({"min_p": 0.1}, state=RolloutState.SHADOW).mirror is None
+    assert _decide(state=RolloutState.SHADOW, age_s=1e9).mirror is None
+    off = _decide(tenant="ops", override="off", state=RolloutState.SHADOW)
+    assert (off.reason, off.mirror) == (R.OVERRIDE_HEADER, None)
+    assert _decide(state=RolloutState.SHADOW).fall_back().mirror is None
+    # Other non-exposing states never mirror.
+    assert _decide(state=RolloutState.OFFLINE).mirror is None
+    assert _decide(state=RolloutState.OFFLINE).reason is R.ROLLOUT_INACTIVE

@@ -75,8 +75,11 @@ class Setup:
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
 
 
-def create_rollout(database: Database, **threshold_overrides: Any) -> Setup:
-    """A started rollout (canary at the first stage) with its own pair, pools, segment."""
+def create_rollout(
+    database: Database, *, shadow: bool = False, **threshold_overrides: Any
+) -> Setup:
+    """A started rollout (canary at the first stage, or in shadow) with its own pair,
+    pools, segment."""
     tag = uuid.uuid4().hex[:8]
     with database.session() as s:
         pair = Pair(name=f"pair-{tag}")
@@ -125,12 +128,13 @@ def create_rollout(database: Database, **threshold_overrides: Any) -> Setup:
             RolloutAction.START,
             expected_version=rollout.version,
             actor=ADMIN,
-            reason="start canary",
+            reason="start shadow" if shadow else "start canary",
             evidence=None,
             task_id=None,
             kind=None,
-            # The scenarios judge canaries: the offline and shadow stages are waived.
-            waive=frozenset(Evidence),
+            # The scenarios judge shadows and canaries: the offline stage is waived, and
+            # the shadow too unless the scenario judges it.
+            waive=frozenset({Evidence.OFFLINE_EVALUATION}) if shadow else frozenset(Evidence),
         )
         return Setup(rollout.id, segment.id, version.id, spec.id, baseline.id, thresholds.id)
 

@@ -1,0 +1,179 @@
+"""Shadow mirroring: a copy of a sampled request goes to the spec pool, unseen.
+
+The caller is served by the baseline arm as if nothing else happened; the copy
+runs in the background, non-streamed, and its response is read for usage and
+speculative metrics, then discarded. It is never charged to the tenant's quota.
+A copy that runs past `shadow_budget_s` is cancelled (its connection closed, so
+the engine aborts it), and at most `shadow_max_inflight` copies run at once per
+gateway: a mirror beyond the cap is skipped, which caps the shadow's load on the
+spec pool. Each copy becomes a telemetry record of the rollout's spec arm
+(reason `shadow_mirror`), judged by the automation against the baseline requests
+it copies.
+"""
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from control.contract import Arm, TenantSpec
+from gateway.decision.decide import Decision
+from gateway.decision.reasons import DecisionReason as R
+from gateway.proxy.engine_http import EngineHTTPError
+from gateway.proxy.relay import RelayResult
+from gateway.proxy.sanitize import NO_SPEC, spec_stats, usage_of
+from gateway.proxy.upstream import _engine_base
+from gateway.routing.balancer import Lease
+from gateway.telemetry.record import RequestRecord
+
+if TYPE_CHECKING:
+    from gateway.state import GatewayState
+
+log = logging.getLogger(__name__)
+
+
+def mirror_body(doc: dict[str, Any]) -> bytes:
+    """The caller's request, non-streamed: usage and speculative metrics come in the body."""
+    copy = {k: v for k, v in doc.items() if k not in ("stream", "stream_options")}
+    return json.dumps({**copy, "stream": False}, separators=(",", ":")).encode()
+
+
+class ShadowMirrors:
+    def __init__(self) -> None:
+        self.inflight = 0
+        self.sent = 0
+        self.skipped = 0
+
+    def maybe_mirror(
+        self,
+        state: "GatewayState",
+        decision: Decision,
+        *,
+        path: str,
+        doc: dict[str, Any],
+        request_id: str,
+        tenant: TenantSpec,
+    ) -> bool:
+        """Start the mirror of this request if it was sampled and the cap allows."""
+        if decision.mirror is None:
+            return False
+        if self.inflight >= state.settings.shadow_max_inflight:
+            self.skipped += 1
+            state.metrics.observe_shadow("skipped")
+            return False
+        self.inflight += 1
+        self.sent += 1
+        task = asyncio.get_running_loop().create_task(
+            self._run(state, decision, path, mirror_body(doc), request_id, tenant)
+        )
+        state.background.add(task)
+        task.add_done_callback(state.background.discard)
+        return True
+
+    async def _run(
+        self,
+        state: "GatewayState",
+        decision: Decision,
+        path: str,
+        body: bytes,
+        request_id: str,
+        tenant: TenantSpec,
+    ) -> None:
+        try:
+            await self._mirror(state, decision, path, body, request_id, tenant)
+        except Exception:
+            log.exception("shadow mirror of %s failed", request_id)
+        finally:
+            self.inflight -= 1
+
+    async def _mirror(
+        self,
+        state: "GatewayState",
+        decision: Decision,
+        path: str,
+        body: bytes,
+        request_id: str,
+        tenant: TenantSpec,
+    ) -> None:
+        assert decision.mirror is not None
+        started = time.monotonic()
+        lease = state.balancer.acquire(decision.mirror, set())
+        if lease is None:
+            state.metrics.observe_shadow("no_worker")
+            return
+        result = RelayResult()
+        mirror_id = f"{request_id}-shadow"
+        headers = {"content-type": "application/json", "x-request-id": mirror_id}
+        try:
+            async with asyncio.timeout(state.settings.shadow_budget_s):
+                response = await state.engine.post(
+                    _engine_base(lease.worker.endpoint_url), path, body, headers
+                )
+                try:
+                    content = await response.read()
+                finally:
+                    response.close()
+            if response.status >= 500:
+                lease.breaker.record_failure()
+                result.outcome, result.http_status = "error", response.status
+            elif response.status >= 400:
+                lease.breaker.record_success()
+                result.outcome, result.http_status = "error", response.status
+            else:
+                lease.breaker.record_success()
+                doc = json.loads(content)
+                result.usage = usage_of(doc)
+                result.spec = spec_stats(doc) or NO_SPEC
+        except TimeoutError:
+            lease.breaker.release_trial()
+            result.outcome, result.http_status = "cancelled", 499
+        except (EngineHTTPError, ValueError):
+            lease.breaker.record_failure()
+            result.outcome, result.http_status = "error", 502
+        finally:
+            lease.release()
+        state.metrics.observe_shadow(result.outcome)
+        self._record(state, decision, lease, result, mirror_id, tenant, started)
+
+    @staticmethod
+    def _record(
+        state: "GatewayState",
+        decision: Decision,
+        lease: Lease,
+        result: RelayResult,
+        mirror_id: str,
+        tenant: TenantSpec,
+        started: float,
+    ) -> None:
+        prompt = result.usage.prompt_tokens if result.usage else 0
+        completion = result.usage.completion_tokens if result.usage else 0
+        rollout = decision.rollout
+        rec = RequestRecord(
+            request_id=mirror_id,
+            tenant=tenant.name,
+            segment_id=decision.segment.id if decision.segment else None,
+            segment_name=decision.segment.name if decision.segment else None,
+            arm=Arm.SPEC,
+            pair_version_id=decision.pair_version_id,
+            rollout_id=rollout.id if rollout else None,
+            reason=str(R.SHADOW_MIRROR),
+            outcome=result.outcome,
+            http_status=result.http_status,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            drafts=result.spec.drafts,
+            drafted_tokens=result.spec.drafted_tokens,
+            accepted_tokens=result.spec.accepted_tokens,
+            accepted_per_position=result.spec.accepted_per_position,
+            ttft_ms=None,
+            tpot_ms=None,
+            e2e_ms=(time.monotonic() - started) * 1000.0,
+            finished_at=time.time(),
+            worker_id=lease.worker.id,
+            gateway_load=lease.load_at_dispatch,
+            engine_running=lease.worker.running,
+            engine_waiting=lease.worker.waiting,
+        )
+        # NOTE: telemetry only: no quota charge, and not a served request in the metrics.
+        state.aggregator.record(rec)

@@ -1,0 +1,113 @@
+"""The shadow stage judged by a real Celery worker: the canary starts only on the shadow's
+exit criterion, with a decision record; a failing shadow rolls back; a second shadow
+follows a rolled-back canary."""
+
+import pytest
+
+from control.automation.celery_app import AutomationCelery
+from control.db import Database
+from control.decisions.record import SECTIONS
+from control.rollouts.gates import Evidence
+from control.rollouts.service import MissingEvidence, transition_rollout
+from control.rollouts.state_machine import RolloutAction
+from tests.control.automation import scenario as sc
+
+
+def test_shadow_passes_into_canary_then_a_second_shadow_fails(
+    automation_app: AutomationCelery, committed_database: Database
+) -> None:
+    setup = sc.create_rollout(committed_database, shadow=True)
+    sc.idle_spec_pool(committed_database, setup)
+    row = sc.rollout(committed_database, setup.rollout_id)
+    assert (row.state, row.percentage) == ("shadow", 10.0)
+    # The canary sweep leaves a shadow alone; only the shadow's own rule moves it.
+    assert sc.run_task(automation_app, "evaluate_canaries") == []
+
+    result: dict[str, object] = {}
+    fed: list[int] = []
+    for _ in range(4):
+        fed.extend(sc.good_traffic(committed_database, setup))
+        [result] = [
+            r
+            for r in sc.run_task(automation_app, "evaluate_shadows")
+            if r["rollout_id"] == setup.rollout_id
+        ]
+        if result["action"] != "hold":
+            break
+    assert result["action"] == "start" and result["to_state"] == "canary", result
+    row = sc.rollout(committed_database, setup.rollout_id)
+    assert (row.state, row.percentage) == ("canary", 1.0)
+    passed = sc.decisions(committed_database, setup.rollout_id)[-1]
+    assert (passed.kind, passed.from_state, passed.to_state) == (
+        "shadow_passed",
+        "shadow",
+        "canary",
+    )
+    assert passed.actor == "automation" and passed.task_id is not None
+    verdict = passed.evidence["verdict"]
+    assert verdict["checks"] == {
+        "acceptance_accepted": True,
+        "mean_acceptance_length": True,
+        "latency_within_bounds": True,
+        "p95_within_margin": True,
+        "error_rate_within_margin": True,
+    }
+    assert passed.evidence["window_ids"] == sorted(fed)
+    assert passed.evidence["gates"]["shadow"]["holds"] is True
+    assert "waived" not in passed.evidence
+    assert passed.record_markdown is not None
+    assert passed.record_markdown.startswith("# Start rollout")
+    assert "The canary starts: 1 % of the segment's cohorts" in passed.record_markdown
+    for section in SECTIONS:
+        assert f"## {section}" in passed.record_markdown
+    assert ("automation", "rollout.start") in sc.audit_actions(committed_database, setup.rollout_id)
+
+    # The canary is judged as any canary from here, on evidence since it began.
+    sc.good_traffic(committed_database, setup)
+    promoted = sc.run_task(automation_app, "evaluate_canary", setup.rollout_id)
+    assert promoted["action"] == "promote", promoted
+
+    # Rolled back, a fresh attempt goes through a shadow again; a bad draft fails it.
+    current = sc.rollout(committed_database, setup.rollout_id)
+    sc.admin_transition(
+        committed_database, setup.rollout_id, RolloutAction.ROLLBACK, current.version
+    )
+    with committed_database.session() as s:
+        rolled = sc.rollout(committed_database, setup.rollout_id)
+        with pytest.raises(MissingEvidence):
+            transition_rollout(
+                s,
+                setup.rollout_id,
+                RolloutAction.START,
+                expected_version=rolled.version,
+                actor=sc.ADMIN,
+                reason="again",
+                evidence=None,
+                task_id=None,
+                kind=None,
+            )
+    with committed_database.session() as s:
+        transition_rollout(
+            s,
+            setup.rollout_id,
+            RolloutAction.START,
+            expected_version=rolled.version,
+            actor=sc.ADMIN,
+            reason="offline evidence on file",
+            evidence=None,
+            task_id=None,
+            kind=None,
+            waive=frozenset({Evidence.OFFLINE_EVALUATION}),
+        )
+    assert sc.rollout(committed_database, setup.rollout_id).state == "shadow"
+    for _ in range(5):
+        sc.feed(committed_database, setup, spec_alpha=0.2, spec_tpot_ms=10.0, baseline_tpot_ms=20.0)
+        result = sc.run_task(automation_app, "evaluate_shadow", setup.rollout_id)
+        if result["action"] != "hold":
+            break
+    assert result["action"] == "rollback", result
+    row = sc.rollout(committed_database, setup.rollout_id)
+    assert (row.state, row.percentage) == ("rolled_back", 0.0)
+    failed = sc.decisions(committed_database, setup.rollout_id)[-1]
+    assert (failed.kind, failed.from_state) == ("shadow_low_acceptance", "shadow")
+    assert failed.record_markdown is not None and "shadow failed" in failed.record_markdown
