@@ -7,11 +7,15 @@ app = typer.Typer(help="Engine side: the bundled tiny pair and vLLM pools.", no_
 
 def _register() -> None:
     # NOTE: the command modules import torch/vllm only inside their functions.
+    from engine.distill import commands as distill_commands
+    from engine.evaluation import commands as evaluation_commands
     from engine.pools import commands as pool_commands
     from engine.tiny import commands as tiny_commands
 
     tiny_commands.register(app)
     pool_commands.register(app)
+    evaluation_commands.register(app)
+    distill_commands.register(app)
 
 
 _register()

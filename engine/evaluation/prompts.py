@@ -1,0 +1,75 @@
+"""The prompt store an eval set references: JSON lines, one prompt per line.
+
+Each line is {"ref": KEY, "messages": [...]} (chat) or {"ref": KEY, "prompt": "..."}
+(completion). Control keeps only KEY and the sha256 of the prompt, so a case
+cannot silently point at a changed prompt: the digest is checked on load.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+
+class PromptStoreError(ValueError):
+    pass
+
+
+def prompt_of(entry: dict[str, Any]) -> Any:
+    if "messages" in entry:
+        return entry["messages"]
+    if "prompt" in entry:
+        return entry["prompt"]
+    raise PromptStoreError(f"prompt store entry {entry.get('ref')!r} has no messages or prompt")
+
+
+def prompt_digest(prompt: Any) -> str:
+    """sha256 of the prompt as canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(prompt, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def store_path(store: str) -> Path:
+    parsed = urlparse(store)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else store)
+    raise PromptStoreError(f"prompt store {store!r}: only local files (file://) are readable here")
+
+
+def load_store(store: str) -> dict[str, Any]:
+    """ref -> prompt (messages list or text)."""
+    path = store_path(store)
+    if not path.is_file():
+        raise PromptStoreError(f"prompt store {path} does not exist")
+    prompts: dict[str, Any] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError as exc:
+            raise PromptStoreError(f"{path}:{number}: not JSON ({exc})") from exc
+        if not isinstance(entry, dict) or not isinstance(entry.get("ref"), str):
+            raise PromptStoreError(f"{path}:{number}: each line needs a string 'ref'")
+        prompts[entry["ref"]] = prompt_of(entry)
+    return prompts
+
+
+def resolve_cases(
+    cases: list[dict[str, Any]], prompts: dict[str, Any]
+) -> list[tuple[dict[str, Any], Any]]:
+    """(case, prompt) for every case; refuses a missing prompt or a digest mismatch."""
+    out = []
+    for case in cases:
+        ref = case["prompt_ref"]
+        if ref not in prompts:
+            raise PromptStoreError(f"case {case['case_key']}: prompt {ref!r} not in the store")
+        prompt = prompts[ref]
+        if prompt_digest(prompt) != case["prompt_sha256"]:
+            raise PromptStoreError(
+                f"case {case['case_key']}: prompt {ref!r} changed since the case was reviewed "
+                "(sha256 mismatch); write a new eval set version"
+            )
+        out.append((case, prompt))
+    return out

@@ -1,0 +1,175 @@
+"""`specroute engine evaluate` on the real tiny pair in vLLM, against a real control plane:
+the offline evaluation it posts, checked against the engine's own counters."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from engine.cli import app as engine_app
+from engine.evaluation.prompts import prompt_digest
+from engine.pools.local import tiny_pair_dir
+from tests.fixtures.vllm import RunningServer
+from tests.gateway.server import serve_app
+
+pytestmark = pytest.mark.vllm
+
+ADMIN = "evaluate-admin-token"
+PROMPTS = [
+    ("code", "def fibonacci(n):"),
+    ("code", "for i in range(10):"),
+    ("code", "import numpy as np\n"),
+    ("chat", "Tell me a story about a cat."),
+    ("chat", "What is the capital of France?"),
+    ("chat", "Write a haiku about rain."),
+]
+
+
+@pytest.fixture
+def control_url(tmp_path: Path) -> Iterator[str]:
+    from control.app import create_app
+    from control.migrate import upgrade
+    from control.settings import ControlSettings
+
+    db_url = f"sqlite:///{tmp_path / 'control.db'}"
+    upgrade(db_url)
+    settings = ControlSettings(data_dir=tmp_path, database_url=db_url, admin_token=ADMIN)
+    with serve_app(create_app(settings)) as url:
+        yield url
+
+
+def _api(url: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=url + "/admin/v1", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
+    )
+
+
+def _created(response: httpx.Response) -> Any:
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _engine_counter(server: RunningServer, name: str) -> float:
+    text = httpx.get(server.base_url + "/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
+
+
+def test_evaluate_posts_an_offline_evaluation_measured_by_the_engine(
+    control_url: str, vllm_spec_server: RunningServer, tmp_path: Path
+) -> None:
+    api = _api(control_url)
+    pair_dir = tiny_pair_dir()
+    pair = _created(api.post("/pairs", json={"name": "tiny"}))
+    version = _created(
+        api.post(
+            f"/pairs/{pair['id']}/versions",
+            json={
+                "method": "draft_model",
+                "target_ref": str(pair_dir / "target"),
+                "draft_ref": str(pair_dir / "draft"),
+                "num_speculative_tokens": 3,
+            },
+        )
+    )
+    store = tmp_path / "prompts.jsonl"
+    cases = []
+    with store.open("w") as f:
+        for i, (task, text) in enumerate(PROMPTS):
+            messages = [{"role": "user", "content": text}]
+            f.write(json.dumps({"ref": f"p{i}", "messages": messages}) + "\n")
+            cases.append(
+                {
+                    "case_key": f"{task}-{i}",
+                    "labels": {"task": task, "temperature": "0"},
+                    "why": "the segment's typical prompts",
+                    "source": "curated" if task == "code" else "generated",
+                    "reviewer": "alice",
+                    "supports": "code segment policy",
+                    # One case is past its refresh-by date: it is flagged on the evaluation.
+                    "refresh_by": "2000-01-01" if i == 5 else "2999-01-01",
+                    "prompt_ref": f"p{i}",
+                    "prompt_sha256": prompt_digest(messages),
+                }
+            )
+    eval_set = _created(
+        api.post(
+            "/eval-sets",
+            json={"name": "tiny-evals", "prompt_store": f"file://{store}", "cases": cases},
+        )
+    )
+
+    accepted_before = _engine_counter(
+        vllm_spec_server, "vllm:spec_decode_num_accepted_tokens_total"
+    )
+    drafts_before = _engine_counter(vllm_spec_server, "vllm:spec_decode_num_drafts_total")
+    result = CliRunner().invoke(
+        engine_app,
+        [
+            "evaluate",
+            "--pair-version",
+            str(version["id"]),
+            "--eval-set",
+            "tiny-evals",
+            "--depths",
+            "1,2,5",
+            "--url",
+            control_url,
+            "--token",
+            ADMIN,
+            "--engine-url",
+            vllm_spec_server.base_url,
+            "--max-tokens",
+            "24",
+            "--training-set",
+            "tiny-corpus",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "draft perplexity" in result.output and "1 stale cases flagged: chat-5" in result.output
+
+    [posted] = api.get("/evaluations", params={"pair_version_id": version["id"]}).json()
+    assert posted["eval_set_id"] == eval_set["id"] and posted["cases"] == 6
+    assert posted["stale_case_keys"] == ["chat-5"]
+    assert posted["training_set"] == "tiny-corpus"
+    assert len(posted["position_acceptance"]) == 3
+    assert all(0.0 <= r <= 1.0 for r in posted["position_acceptance"])
+    assert set(posted["expected_speedup"]) == {"1", "2", "3", "5"}
+    # The per-request histograms add up to what the engine counted over the same run.
+    accepted = _engine_counter(vllm_spec_server, "vllm:spec_decode_num_accepted_tokens_total")
+    drafts = _engine_counter(vllm_spec_server, "vllm:spec_decode_num_drafts_total")
+    assert posted["drafts"] == drafts - drafts_before > 0
+    measured_length = 1 + (accepted - accepted_before) / (drafts - drafts_before)
+    assert posted["mean_acceptance_length"] == pytest.approx(measured_length)
+    assert 1.0 <= posted["mean_acceptance_length"] <= 4.0
+    assert set(posted["slices"]) == {"task=code", "task=chat", "temperature=0"}
+    assert posted["slices"]["task=code"]["cases"] == 3
+    assert posted["slices"]["temperature=0"]["drafts"] == posted["drafts"]
+    assert posted["draft_perplexity"] is not None and posted["draft_perplexity"] > 1.0
+
+    # A changed prompt is refused before anything runs.
+    store.write_text(store.read_text().replace("fibonacci", "factorial"))
+    changed = CliRunner().invoke(
+        engine_app,
+        [
+            "evaluate",
+            "--pair-version",
+            str(version["id"]),
+            "--eval-set",
+            "tiny-evals",
+            "--url",
+            control_url,
+            "--token",
+            ADMIN,
+            "--engine-url",
+            vllm_spec_server.base_url,
+        ],
+    )
+    assert changed.exit_code == 1 and "sha256 mismatch" in changed.output
