@@ -194,6 +194,24 @@ def pair_retire(pair: str, version_id: int, reason: str | None = None) -> None:
     _print(api().request("POST", path, json={"reason": reason}))
 
 
+@pair_app.command("suggest-depth")
+def pair_suggest_depth(
+    version: int = typer.Argument(..., help="Pair version id."),
+) -> None:
+    """Register the sibling version at the automation's advised depth (k)."""
+    for row in api().request("GET", "/pairs"):
+        if any(v["id"] == version for v in row.get("versions", [])):
+            sibling = api().request("POST", f"/pairs/{row['id']}/versions/{version}/suggest-depth")
+            typer.echo(
+                f"pair {row['name']} v{sibling['version']} (id {sibling['id']}): k="
+                f"{sibling['num_speculative_tokens']}; evaluate it offline, then start a "
+                "rollout on it"
+            )
+            return
+    console.print(f"[red]no pair version {version}")
+    raise typer.Exit(code=1)
+
+
 @pool_app.command("create")
 def pool_create(
     name: str,

@@ -95,6 +95,37 @@ def get_version(pair_id: IdPath, version_id: IdPath, session: SessionDep, _: Rea
 
 
 @router.post(
+    "/{pair_id}/versions/{version_id}/suggest-depth",
+    status_code=status.HTTP_201_CREATED,
+    response_model=PairVersion,
+    responses=error_responses(404, 409),
+    description=(
+        "Registers the sibling version at the depth the automation's latest advice "
+        "recommends (k is fixed per vLLM engine); it goes through the same stages. 409 "
+        "missing_evidence without advice, already_at_advised_depth when k already matches."
+    ),
+)
+def suggest_depth(
+    pair_id: IdPath,
+    version_id: IdPath,
+    session: SessionDep,
+    principal: Writer,
+    idem: IdempotencyDep,
+    settings: SettingsDep,
+) -> JSONResponse:
+    from control.pairs.depth import suggest_depth as suggest
+
+    sibling = suggest(
+        session,
+        pair_id,
+        version_id,
+        actor=principal.actor,
+        model_roots=settings.resolved_model_roots(),
+    )
+    return idem.remember(PairVersion.model_validate(sibling), status_code=201)
+
+
+@router.post(
     "/{pair_id}/versions/{version_id}/retire",
     response_model=PairVersion,
     responses=error_responses(404, 409),

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control import clock
-from control.models import AuditEvent, Decision, EvalCase
+from control.models import AuditEvent, Decision, DepthRecommendation, EvalCase
 from tests.control.conftest import THRESHOLDS, created, eval_cases, qualify_offline
 
 
@@ -226,3 +226,41 @@ def test_degenerate_offline_criteria_are_422(
         headers=admin_headers,
     )
     assert changed.status_code == 422 and "slow the segment down" in changed.text
+
+
+def test_suggest_depth_registers_the_advised_sibling_version(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any], session: Session
+) -> None:
+    pair_id, version = seeded["pair"]["id"], seeded["version"]
+    url = f"/admin/v1/pairs/{pair_id}/versions/{version['id']}/suggest-depth"
+    missing = app_client.post(url, headers=admin_headers)
+    assert missing.status_code == 409
+    assert missing.json()["error"]["details"]["missing_evidence"] == ["depth_advice"]
+
+    def advise(k: int) -> DepthRecommendation:
+        row = DepthRecommendation(
+            rollout_id=seeded["rollout"]["id"],
+            pair_version_id=version["id"],
+            current_k=3,
+            recommended_k=k,
+            expected_speedup_current=1.4,
+            expected_speedup_recommended=1.6,
+            evidence={},
+        )
+        session.add(row)
+        session.flush()
+        return row
+
+    advice = advise(5)
+    sibling = created(app_client.post(url, headers=admin_headers))
+    assert (sibling["version"], sibling["num_speculative_tokens"]) == (2, 5)
+    for field in ("target_digest", "draft_digest", "tokenizer_hash", "method", "draft_ref"):
+        assert sibling[field] == version[field]
+    audit = session.scalars(
+        select(AuditEvent).where(AuditEvent.action == "pair_version.suggest_depth")
+    ).one()
+    assert audit.after is not None and audit.after["recommendation_id"] == advice.id
+    assert audit.entity_id == str(sibling["id"])
+    advise(3)
+    same = app_client.post(url, headers=admin_headers)
+    assert same.status_code == 409 and same.json()["error"]["code"] == "already_at_advised_depth"
