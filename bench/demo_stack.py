@@ -209,8 +209,10 @@ class DemoStack:
             ("engine-spec", self.provisioned.spec_pool, self.endpoints.spec_port),
             ("engine-baseline", self.provisioned.baseline_pool, self.endpoints.baseline_port),
         )
-        # The internal token reaches `engine up` through env() (SPECROUTE_INTERNAL_TOKEN),
-        # never argv: processes.json records every child's argv.
+        # Each engine gets its own pool's agent token (an enrolment bound to that pool
+        # and to loopback), through the environment, never argv: processes.json
+        # records every child's argv.
+        tokens = self._enrol_agents([pool for _, pool, _ in pools])
         for index, (name, pool, port) in enumerate(pools):
             # NOTE: one core each; left alone, vLLM binds every engine to the same core.
             bind = {"VLLM_CPU_OMP_THREADS_BIND": str(cores[index % len(cores)])}
@@ -230,8 +232,27 @@ class DemoStack:
                     "--log-dir",
                     str(self.data_dir / "logs" / name),
                 ],
+                SPECROUTE_AGENT_TOKEN=tokens[pool],
                 **(bind if len(cores) > 1 else {}),
             )
+
+    def _enrol_agents(self, pool_names: list[str]) -> dict[str, str]:
+        admin = AdminClient(self.endpoints.control_url, self.endpoints.admin_token)
+        try:
+            ids = {p["name"]: p["id"] for p in admin.call("GET", "/pools")}
+            return {
+                name: admin.call(
+                    "POST",
+                    f"/pools/{ids[name]}/agent-tokens",
+                    json={
+                        "name": f"demo-agent-{name}-{secrets.token_hex(4)}",
+                        "allowed_endpoints": ["http://127.0.0.1"],
+                    },
+                )["token"]
+                for name in pool_names
+            }
+        finally:
+            admin.close()
 
     def start_gateway(self, tick: Tick) -> None:
         port = self.endpoints.gateway_url.rsplit(":", 1)[1]

@@ -23,9 +23,13 @@ from control.models import AdminToken
 class Scope(StrEnum):
     READ = "admin:read"
     WRITE = "admin:write"
+    # Internal API principals (control.internal.auth): a gateway, an enrolled agent.
+    INTERNAL_GATEWAY = "internal:gateway"
+    INTERNAL_AGENT = "internal:agent"
 
 
 ALL_SCOPES = frozenset(Scope)
+ADMIN_SCOPES = frozenset({Scope.READ, Scope.WRITE})
 
 
 @dataclass(frozen=True)

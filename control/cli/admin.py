@@ -233,6 +233,30 @@ def pool_create(
     _print(api().request("POST", "/pools", json=body))
 
 
+@pool_app.command("enrol")
+def pool_enrol(
+    pool: str,
+    allow: list[str] = typer.Option(
+        ..., "--allow", help="Origin the agent's workers may serve on (repeatable)."
+    ),
+    name: str | None = typer.Option(None, help="Token name; default: agent-<pool>-<random>."),
+) -> None:
+    """Enrol an engine agent for a pool; prints its token (shown once) alone on stdout."""
+    import secrets
+
+    pools = {p["name"]: p["id"] for p in api().request("GET", "/pools")}
+    pool_id = int(pool) if pool.isdigit() else pools.get(pool)
+    if pool_id is None:
+        console.print(f"[red]no pool named {pool!r}")
+        raise typer.Exit(code=1)
+    body = {
+        "name": name or f"agent-{pool}-{secrets.token_hex(4)}",
+        "allowed_endpoints": allow,
+    }
+    created = api().request("POST", f"/pools/{pool_id}/agent-tokens", json=body)
+    typer.echo(created["token"])
+
+
 @segment_app.command("create")
 def segment_create(
     name: str,

@@ -1,19 +1,123 @@
-"""Bearer auth for the internal API: one shared secret for gateways and engine agents."""
+"""Who is calling the internal API, and what each principal may do there.
+
+- **gateway**: reads the policy snapshot, writes telemetry. Credential: the
+  bootstrap `SPECROUTE_INTERNAL_TOKEN`, or an admin-minted token with the
+  `internal:gateway` scope (one per gateway fleet, rotated by minting a new one
+  and revoking the old).
+- **agent** (an engine agent): heartbeats for workers of the one pool it was
+  enrolled for, from endpoints its enrolment allows, and reads that pool's spec.
+  Credential: a token minted by `POST /admin/v1/pools/{id}/agent-tokens`.
+
+Neither can do the other's job (403), so a stolen agent token cannot read the
+tenants' key hashes in the snapshot, and a stolen gateway token cannot register
+a worker.
+"""
 
 import hmac
+from dataclasses import dataclass
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from fastapi import Request
+from fastapi import Depends, Request
+from sqlalchemy import select
 
-from control.errors import Unauthorized
-from control.settings import ControlSettings
+from control.api.auth import Scope, hash_secret
+from control.api.deps import SessionDep, SettingsDep
+from control.errors import Forbidden, Unauthorized
+from control.models import AdminToken
+
+Role = Literal["gateway", "agent"]
 
 
-def require_internal_token(request: Request) -> None:
-    settings: ControlSettings = request.app.state.settings
+@dataclass(frozen=True)
+class InternalPrincipal:
+    actor: str
+    role: Role
+    pool_id: int | None = None  # agents: the pool they are enrolled for
+    allowed_endpoints: tuple[str, ...] = ()  # agents: origins their workers may serve on
+
+
+def _bearer(request: Request) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("missing bearer token", code="missing_token")
-    expected = settings.internal_secret()
+    return token.strip()
+
+
+def internal_principal(
+    request: Request, session: SessionDep, settings: SettingsDep
+) -> InternalPrincipal:
+    token = _bearer(request)
     # NOTE: constant-time, so response timing does not reveal a matching prefix.
-    if not hmac.compare_digest(token.strip().encode(), expected.encode()):
+    if hmac.compare_digest(token.encode(), settings.internal_secret().encode()):
+        return InternalPrincipal(actor="gateway:bootstrap", role="gateway")
+    row = session.scalar(
+        select(AdminToken).where(
+            AdminToken.token_hash == hash_secret(token), AdminToken.revoked_at.is_(None)
+        )
+    )
+    if row is None:
         raise Unauthorized("invalid internal token")
+    if Scope.INTERNAL_GATEWAY in row.scopes:
+        return InternalPrincipal(actor=f"gateway:{row.name}", role="gateway")
+    enrolment = row.extra or {}
+    if Scope.INTERNAL_AGENT in row.scopes and isinstance(enrolment.get("pool_id"), int):
+        return InternalPrincipal(
+            actor=f"agent:{row.name}",
+            role="agent",
+            pool_id=enrolment["pool_id"],
+            allowed_endpoints=tuple(enrolment.get("allowed_endpoints") or ()),
+        )
+    raise Forbidden("this token holds no internal scope", code="not_an_internal_token")
+
+
+def _requiring(role: Role) -> object:
+    def dependency(
+        principal: Annotated[InternalPrincipal, Depends(internal_principal, scope="function")],
+    ) -> InternalPrincipal:
+        if principal.role != role:
+            raise Forbidden(
+                f"only {'a gateway' if role == 'gateway' else 'an enrolled engine agent'} "
+                "may call this route",
+                code=f"{role}_only",
+                details={"principal": principal.actor},
+            )
+        return principal
+
+    return dependency
+
+
+Gateway = Annotated[InternalPrincipal, Depends(_requiring("gateway"), scope="function")]
+Agent = Annotated[InternalPrincipal, Depends(_requiring("agent"), scope="function")]
+
+
+def origin_of(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+def endpoint_allowed(endpoint_url: str, allowed: tuple[str, ...]) -> bool:
+    """Whether `endpoint_url` lies at one of the allowed origins: `scheme://host:port`,
+    or `scheme://host` for any port of that host."""
+    scheme, host, port = origin_of(endpoint_url)
+    for entry in allowed:
+        a_scheme, a_host, a_port = origin_of(entry)
+        if (a_scheme, a_host) == (scheme, host) and a_port in (None, port):
+            return True
+    return False
+
+
+def check_agent_beat(principal: InternalPrincipal, pool_id: int, endpoint_url: str) -> None:
+    """An agent heartbeats only for its enrolled pool, from an allowed endpoint."""
+    if pool_id != principal.pool_id:
+        raise Forbidden(
+            f"{principal.actor} is enrolled for pool {principal.pool_id}, not pool {pool_id}",
+            code="pool_not_enrolled",
+            details={"param": "pool_id"},
+        )
+    if not endpoint_allowed(endpoint_url, principal.allowed_endpoints):
+        raise Forbidden(
+            f"{principal.actor} may not register a worker at this endpoint_url",
+            code="endpoint_not_allowed",
+            details={"param": "endpoint_url", "allowed": list(principal.allowed_endpoints)},
+        )

@@ -15,7 +15,8 @@ from control.contract import (
     TelemetryBatch,
     WorkerHeartbeat,
 )
-from control.internal.auth import require_internal_token
+from control.errors import Forbidden
+from control.internal.auth import Agent, Gateway, InternalPrincipal, check_agent_beat
 from control.internal.limits import check_batch, check_heartbeat
 from control.internal.pool_spec import pool_spec_by_id, pool_spec_by_name
 from control.internal.state import internal_lifespan, snapshot_service
@@ -23,11 +24,7 @@ from control.snapshot.service import SnapshotService
 from control.telemetry.service import ingest_batch
 from control.workers.service import record_heartbeat
 
-router = APIRouter(
-    dependencies=[Depends(require_internal_token)],
-    lifespan=internal_lifespan,
-    tags=["internal"],
-)
+router = APIRouter(lifespan=internal_lifespan, tags=["internal"])
 
 SnapshotServiceDep = Annotated[SnapshotService, Depends(snapshot_service)]
 
@@ -52,12 +49,13 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
     response_model=PolicySnapshot,
     responses={
         304: {"description": "If-None-Match names the current version."},
-        **error_responses(),
+        **error_responses(401, 403),
     },
 )
 def get_snapshot(
     session: SessionDep,
     service: SnapshotServiceDep,
+    _: Gateway,
     if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
 ) -> Response:
     headers = {"Cache-Control": "no-cache"}
@@ -73,9 +71,13 @@ def get_snapshot(
     )
 
 
-@router.post("/telemetry", response_model=TelemetryAck, responses=error_responses())
+@router.post("/telemetry", response_model=TelemetryAck, responses=error_responses(401, 403))
 def post_telemetry(
-    batch: TelemetryBatch, session: SessionDep, request: Request, background: BackgroundTasks
+    batch: TelemetryBatch,
+    session: SessionDep,
+    request: Request,
+    background: BackgroundTasks,
+    _: Gateway,
 ) -> TelemetryAck:
     check_batch(batch)
     ack = ingest_batch(session, batch)
@@ -91,22 +93,50 @@ def post_telemetry(
 @router.post(
     "/workers/{worker_id}/heartbeat",
     response_model=HeartbeatAck,
-    responses=error_responses(404),
+    responses=error_responses(401, 403, 404),
+    description=(
+        "Enrolled agents only: the beat's pool must be the one the agent's token was "
+        "enrolled for and its endpoint_url at an allowed origin (403 otherwise)."
+    ),
 )
 def post_heartbeat(
-    worker_id: str, beat: WorkerHeartbeat, session: SessionDep, settings: SettingsDep
+    worker_id: str,
+    beat: WorkerHeartbeat,
+    session: SessionDep,
+    settings: SettingsDep,
+    agent: Agent,
 ) -> HeartbeatAck:
     check_heartbeat(worker_id, beat)
+    check_agent_beat(agent, beat.pool_id, beat.endpoint_url)
     return record_heartbeat(
-        session, worker_id, beat, default_kv_cache_limit=settings.kv_cache_high_usage
+        session,
+        worker_id,
+        beat,
+        default_kv_cache_limit=settings.kv_cache_high_usage,
+        enrolled_pool_id=agent.pool_id,
     )
 
 
-@router.get("/pools/{pool_id}/spec", response_model=PoolSpec, responses=error_responses(404))
-def get_pool_spec(pool_id: int, session: SessionDep) -> PoolSpec:
-    return pool_spec_by_id(session, pool_id)
+@router.get(
+    "/pools/{pool_id}/spec", response_model=PoolSpec, responses=error_responses(401, 403, 404)
+)
+def get_pool_spec(pool_id: int, session: SessionDep, agent: Agent) -> PoolSpec:
+    return _own(agent, pool_spec_by_id(session, pool_id))
 
 
-@router.get("/pools/by-name/{name}/spec", response_model=PoolSpec, responses=error_responses(404))
-def get_pool_spec_by_name(name: str, session: SessionDep) -> PoolSpec:
-    return pool_spec_by_name(session, name)
+@router.get(
+    "/pools/by-name/{name}/spec",
+    response_model=PoolSpec,
+    responses=error_responses(401, 403, 404),
+)
+def get_pool_spec_by_name(name: str, session: SessionDep, agent: Agent) -> PoolSpec:
+    return _own(agent, pool_spec_by_name(session, name))
+
+
+def _own(agent: InternalPrincipal, spec: PoolSpec) -> PoolSpec:
+    if spec.id != agent.pool_id:
+        raise Forbidden(
+            f"{agent.actor} is enrolled for pool {agent.pool_id}, not this one",
+            code="pool_not_enrolled",
+        )
+    return spec

@@ -11,6 +11,8 @@ from control.api.ids import IdPath
 from control.pools import repository as repo
 from control.pools import service
 from control.pools.schemas import Pool, PoolCreate, PoolUpdate
+from control.tenants import service as tenant_service
+from control.tenants.schemas import AdminToken, AdminTokenCreated, AgentTokenCreate
 
 router = APIRouter(prefix="/pools", tags=["pools"])
 
@@ -46,3 +48,25 @@ def update_pool(pool_id: IdPath, body: PoolUpdate, session: SessionDep, principa
 def delete_pool(pool_id: IdPath, session: SessionDep, principal: Writer) -> Response:
     service.delete_pool(session, pool_id, actor=principal.actor)
     return Response(status_code=204)
+
+
+@router.post(
+    "/{pool_id}/agent-tokens",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AdminTokenCreated,
+    responses=error_responses(403, 404, 409),
+    description=(
+        "Enrol an engine agent for this pool. The token (in this response only) may "
+        "heartbeat only for this pool, for workers at the allowed origins, and read only "
+        "this pool's spec; it cannot read the snapshot or write telemetry. Revoke it with "
+        "POST /admin-tokens/{id}/revoke."
+    ),
+)
+def create_agent_token(
+    pool_id: IdPath, body: AgentTokenCreate, session: SessionDep, idem: IdempotencyDep
+) -> JSONResponse:
+    token, secret = tenant_service.create_agent_token(
+        session, pool_id, body, principal=idem.principal
+    )
+    created = AdminTokenCreated(**AdminToken.model_validate(token).model_dump(), token=secret)
+    return idem.remember(created, status_code=201, redact=frozenset({"token"}))

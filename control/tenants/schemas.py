@@ -1,8 +1,10 @@
 """Request and response bodies of the tenants, keys and admin-tokens API."""
 
 from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from control.api.auth import Scope
 
@@ -74,8 +76,43 @@ class AdminToken(BaseModel):
     name: str
     prefix: str
     scopes: list[str]
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="An agent token's enrolment: pool_id and allowed_endpoints.",
+    )
     created_at: datetime
     revoked_at: datetime | None
+
+
+class AgentTokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Name
+    allowed_endpoints: list[str] = Field(
+        min_length=1,
+        max_length=32,
+        description=(
+            "Origins the agent's workers may serve on: `scheme://host:port`, or "
+            "`scheme://host` for any port of that host."
+        ),
+    )
+
+    @field_validator("allowed_endpoints")
+    @classmethod
+    def _origins(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if len(value) > 300 or not value.isascii():
+                raise ValueError("an allowed endpoint is an ASCII origin of at most 300 chars")
+            try:
+                parts = urlsplit(value)
+                parts.port  # noqa: B018 (raises on a bad port)
+            except ValueError as exc:
+                raise ValueError(f"{value!r} is not an origin: {exc}") from None
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{value!r} is not http(s)://host[:port]")
+            if parts.path.strip("/") or parts.query or parts.fragment or parts.username:
+                raise ValueError(f"{value!r} must be an origin only (no path or query)")
+        return values
 
 
 class AdminTokenCreated(AdminToken):

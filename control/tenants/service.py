@@ -5,17 +5,19 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.api.auth import Principal, hash_secret, new_secret
+from control.api.auth import ADMIN_SCOPES, Principal, Scope, hash_secret, new_secret
 from control.audit.service import record_audit
 from control.domain import Missing, NameTaken, found, record_change
-from control.errors import Forbidden
-from control.models import AdminToken, ApiKey, Tenant, utcnow
+from control.errors import Forbidden, InvalidRequest
+from control.models import AdminToken, ApiKey, Pool, Tenant, utcnow
 from control.repository import delete_row, get_row
 from control.tenants import repository as repo
-from control.tenants.schemas import AdminTokenCreate, TenantCreate, TenantUpdate
+from control.tenants.schemas import AdminTokenCreate, AgentTokenCreate, TenantCreate, TenantUpdate
 
 API_KEY_PREFIX = "sk-sr-"
 ADMIN_TOKEN_PREFIX = "sr-admin-"
+AGENT_TOKEN_PREFIX = "sr-agent-"
+GATEWAY_TOKEN_PREFIX = "sr-gw-"
 VISIBLE_CHARS = 12
 
 
@@ -147,16 +149,60 @@ def revoke_key(session: Session, tenant_id: int, key_id: int, *, actor: str) -> 
 def create_admin_token(
     session: Session, body: AdminTokenCreate, *, principal: Principal
 ) -> tuple[AdminToken, str]:
+    scopes = {s.value for s in body.scopes}
+    if Scope.INTERNAL_AGENT in scopes:
+        raise InvalidRequest(
+            "agent tokens are bound to a pool: mint them with POST /pools/{id}/agent-tokens",
+            code="agent_token_needs_enrolment",
+            details={"param": "scopes"},
+        )
+    if Scope.INTERNAL_GATEWAY in scopes and scopes & ADMIN_SCOPES:
+        raise InvalidRequest(
+            "a gateway token holds internal:gateway only, never admin scopes",
+            code="mixed_principal",
+            details={"param": "scopes"},
+        )
+    return _mint(session, body.name, scopes, {}, principal=principal)
+
+
+def create_agent_token(
+    session: Session, pool_id: int, body: AgentTokenCreate, *, principal: Principal
+) -> tuple[AdminToken, str]:
+    """Enrol an engine agent for one pool: its token may heartbeat only for that pool,
+    from the allowed origins, and read only that pool's spec."""
+    pool = get_row(session, Pool, pool_id)
+    if pool is None:
+        raise Missing("pool", f"pool {pool_id} does not exist")
+    enrolment = {"pool_id": pool.id, "allowed_endpoints": list(body.allowed_endpoints)}
+    return _mint(session, body.name, {Scope.INTERNAL_AGENT.value}, enrolment, principal=principal)
+
+
+def _mint(
+    session: Session,
+    name: str,
+    scopes: set[str],
+    extra: dict[str, Any],
+    *,
+    principal: Principal,
+) -> tuple[AdminToken, str]:
     actor = principal.actor
-    _check_scopes_held(principal, (s.value for s in body.scopes), "create")
-    if repo.admin_token_by_name(session, body.name) is not None:
-        raise NameTaken("admin_token", f"an admin token named {body.name!r} exists")
-    secret = new_secret(ADMIN_TOKEN_PREFIX)
+    _check_scopes_held(principal, scopes, "create")
+    if repo.admin_token_by_name(session, name) is not None:
+        raise NameTaken("admin_token", f"a token named {name!r} exists")
+    # NOTE: the visible prefix names the principal, so a leaked token is recognisable.
+    if Scope.INTERNAL_AGENT in scopes:
+        prefix = AGENT_TOKEN_PREFIX
+    elif Scope.INTERNAL_GATEWAY in scopes:
+        prefix = GATEWAY_TOKEN_PREFIX
+    else:
+        prefix = ADMIN_TOKEN_PREFIX
+    secret = new_secret(prefix)
     token = AdminToken(
-        name=body.name,
+        name=name,
         prefix=secret[:VISIBLE_CHARS],
         token_hash=hash_secret(secret),
-        scopes=sorted({s.value for s in body.scopes}),
+        scopes=sorted(scopes),
+        extra=extra,
     )
     session.add(token)
     session.flush()
@@ -166,7 +212,7 @@ def create_admin_token(
         action="admin_token.create",
         entity_type="admin_token",
         entity_id=token.id,
-        after={"name": token.name, "scopes": token.scopes, "prefix": token.prefix},
+        after={"name": token.name, "scopes": token.scopes, "prefix": token.prefix, **extra},
     )
     return token, secret
 

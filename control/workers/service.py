@@ -17,7 +17,7 @@ from control.contract import HeartbeatAck, WorkerHeartbeat
 from control.models import Worker, utcnow
 from control.snapshot.version import bump_snapshot_version, current_snapshot_version
 from control.workers import repository
-from control.workers.errors import UnknownPool
+from control.workers.errors import UnknownPool, WorkerOfAnotherPool
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ def record_heartbeat(
     default_kv_cache_limit: float,
     actor: str = SYSTEM_ACTOR,
     now: datetime | None = None,
+    enrolled_pool_id: int | None = None,
 ) -> HeartbeatAck:
     """Register the worker on its first beat, else update it; bump the snapshot when a
     routing-relevant field changed. Unknown pool: UnknownPool (404)."""
@@ -62,6 +63,11 @@ def record_heartbeat(
     high_memory = beat.kv_cache_usage > limit
 
     worker = repository.get_worker_for_update(session, worker_id)
+    if worker is not None and enrolled_pool_id is not None and worker.pool_id != enrolled_pool_id:
+        # An agent enrolled for one pool must not take over (move) another pool's worker.
+        raise WorkerOfAnotherPool(
+            f"worker {worker_id} belongs to another pool", details={"param": "worker_id"}
+        )
     registered = worker is None
     before: dict[str, Any] | None = None
     if worker is None:

@@ -31,8 +31,14 @@ def up(
     control_url: str = typer.Option(
         "http://127.0.0.1:8000", "--control-url", envvar="SPECROUTE_CONTROL_URL"
     ),
-    internal_token: str = typer.Option(
-        ..., "--internal-token", envvar="SPECROUTE_INTERNAL_TOKEN", help="Bearer token."
+    agent_token: str = typer.Option(
+        ...,
+        "--agent-token",
+        envvar="SPECROUTE_AGENT_TOKEN",
+        help=(
+            "This pool's agent token (specroute admin pool enrol): heartbeats for this "
+            "pool only, from the origins its enrolment allows."
+        ),
     ),
     workers: int = typer.Option(1, "--workers", min=1, help="Servers to run for this pool."),
     base_port: int = typer.Option(8100, "--base-port", help="Worker i listens on base+i."),
@@ -52,7 +58,7 @@ def up(
     from engine.pools.supervisor import Supervisor, WorkerEvent
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    control = ControlClient(control_url, internal_token)
+    control = ControlClient(control_url, agent_token)
     spec = control.pool_spec(pool)
     cores = sorted(os.sched_getaffinity(0))
     public_host = advertise_host or host

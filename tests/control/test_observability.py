@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.control.conftest import WAIVE_ALL
+from tests.fixtures.db import AgentHeaders
 
 
 def scrape(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -23,7 +24,7 @@ def scrape(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
 def test_metrics_follow_rollout_flips_and_heartbeats(
     app_client: TestClient,
     admin_headers: dict[str, str],
-    internal_headers: dict[str, str],
+    agent_headers: AgentHeaders,
     seeded: dict[str, Any],
 ) -> None:
     rollout = seeded["rollout"]
@@ -49,7 +50,7 @@ def test_metrics_follow_rollout_flips_and_heartbeats(
     assert started.status_code == 200, started.text
     beat = app_client.post(
         "/internal/v1/workers/spec-0/heartbeat",
-        headers=internal_headers,
+        headers=agent_headers(seeded["spec_pool"]["id"]),
         json={
             "pool_id": seeded["spec_pool"]["id"],
             "endpoint_url": "http://127.0.0.1:1",

@@ -126,6 +126,14 @@ def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str
     key = admin.post(f"/tenants/{tenant['id']}/keys", {"name": "k"})["key"]
     stingy = admin.post("/tenants", {"name": "stingy", "weighted_tokens_per_minute": 1})
     stingy_key = admin.post(f"/tenants/{stingy['id']}/keys", {"name": "k"})["key"]
+    # Each pool's engine agent is enrolled for that pool and loopback only.
+    agent_tokens = {
+        pool["id"]: admin.post(
+            f"/pools/{pool['id']}/agent-tokens",
+            {"name": f"agent-{pool['name']}", "allowed_endpoints": ["http://127.0.0.1"]},
+        )["token"]
+        for pool in (spec_pool, base_pool, broken_pool)
+    }
     return {
         "spec_pool": spec_pool,
         "base_pool": base_pool,
@@ -133,6 +141,7 @@ def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str
         "rollout": rollout,
         "key": key,
         "stingy_key": stingy_key,
+        "agent_tokens": agent_tokens,
     }
 
 
@@ -150,11 +159,12 @@ def start_agents(
             speculative=server.speculative,
             pid=lambda s=server: s.process.pid,
         )
-        agent = HeartbeatAgent(worker_id, probe, ControlClient(control_url, INTERNAL), interval=3.0)
+        client = ControlClient(control_url, world["agent_tokens"][pool["id"]])
+        agent = HeartbeatAgent(worker_id, probe, client, interval=3.0)
         agent.start()
         agents.append(agent)
     # A worker registered once and then dead (refused port): the error path.
-    ControlClient(control_url, INTERNAL).heartbeat(
+    ControlClient(control_url, world["agent_tokens"][world["broken_pool"]["id"]]).heartbeat(
         "broken-0",
         WorkerProbe(
             pool_id=world["broken_pool"]["id"],

@@ -41,8 +41,21 @@ class ControlServer:
             base_url=self.base_url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
         )
 
-    def client(self) -> ControlClient:
-        return ControlClient(self.base_url, INTERNAL_TOKEN)
+    def enrol(self, pool_id: int) -> str:
+        """An agent token for `pool_id`, for loopback workers (as `admin pool enrol`)."""
+        with self.admin() as http:
+            response = http.post(
+                f"/admin/v1/pools/{pool_id}/agent-tokens",
+                json={
+                    "name": f"agent-{pool_id}-{time.monotonic_ns()}",
+                    "allowed_endpoints": ["http://127.0.0.1"],
+                },
+            )
+            assert response.status_code == 201, response.text
+            return str(response.json()["token"])
+
+    def client(self, pool_id: int) -> ControlClient:
+        return ControlClient(self.base_url, self.enrol(pool_id))
 
     def create_pool(self, name: str, target_ref: str) -> int:
         with self.admin() as http:
@@ -120,7 +133,7 @@ def test_heartbeat_matches_the_servers_own_metrics_and_is_stored(
     assert beat.gpu_memory_bytes is None  # no GPU on this machine
     assert beat.engine_version and beat.engine_version.startswith("0.")
 
-    control = control_server.client()
+    control = control_server.client(pool_id)
     ack = control.heartbeat("spec-worker-0", beat)
     assert ack.worker_id == "spec-worker-0" and ack.registered
     stored = control_server.workers(pool_id)["spec-worker-0"]
@@ -175,7 +188,7 @@ def test_hung_and_dead_server_flip_unhealthy_within_two_beats_then_recover(
     )
     interval = 1.0
     beats = Beats([])
-    control = control_server.client()
+    control = control_server.client(pool_id)
     probe = WorkerProbe(
         pool_id,
         f"http://127.0.0.1:{port}",
@@ -249,7 +262,8 @@ def test_engine_up_serves_heartbeats_and_stops_cleanly_on_sigterm(
     port = free_port()
     specroute = str(Path(sys.executable).parent / "specroute")
     argv = [specroute, "engine", "up", "--pool", "cli-baseline"]
-    argv += ["--control-url", control_server.base_url, "--internal-token", INTERNAL_TOKEN]
+    argv += ["--control-url", control_server.base_url]
+    argv += ["--agent-token", control_server.enrol(pool_id)]
     argv += ["--workers", "1", "--base-port", str(port), "--heartbeat", "1"]
     argv += ["--log-dir", str(tmp_path / "logs")]
     out = (tmp_path / "engine-up.log").open("wb")

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 from typer.testing import CliRunner
@@ -88,6 +89,28 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
         )
     )
     base = json.loads(ok("pool", "create", "base", "--model", "tiny", "--target", str(target)))
+    # An engine agent's token, enrolled for the base pool and loopback: it heartbeats
+    # there and nowhere else.
+    agent_token = ok("pool", "enrol", "base", "--allow", "http://127.0.0.1").strip()
+    assert agent_token.startswith("sr-agent-") and "\n" not in agent_token
+    agent = {"Authorization": f"Bearer {agent_token}"}
+    beat = {
+        "endpoint_url": "http://127.0.0.1:8201",
+        "healthy": True,
+        "sent_at": "2026-01-01T00:00:00Z",
+    }
+    own = httpx.post(
+        f"{server}/internal/v1/workers/base-0/heartbeat",
+        json=beat | {"pool_id": base["id"]},
+        headers=agent,
+    )
+    assert own.status_code == 200, own.text
+    other = httpx.post(
+        f"{server}/internal/v1/workers/spec-0/heartbeat",
+        json=beat | {"pool_id": spec["id"]},
+        headers=agent,
+    )
+    assert other.status_code == 403
     segment = json.loads(
         ok(
             "segment",

@@ -12,15 +12,16 @@ from control.models import AuditEvent, Worker
 from control.snapshot.version import current_snapshot_version
 from control.workers.service import record_heartbeat, sweep_stale_workers
 from tests.control.internal.factories import beat, build_world
+from tests.fixtures.db import AgentHeaders
 
 
 def _post(
-    client: TestClient, headers: dict[str, str], worker_id: str, *, pool_id: int, **fields: Any
+    client: TestClient, headers: AgentHeaders, worker_id: str, *, pool_id: int, **fields: Any
 ) -> dict[str, Any]:
     resp = client.post(
         f"/internal/v1/workers/{worker_id}/heartbeat",
         content=beat(pool_id, **fields).model_dump_json(),
-        headers=headers | {"content-type": "application/json"},
+        headers=headers(pool_id) | {"content-type": "application/json"},
     )
     assert resp.status_code == 200, resp.text
     body: dict[str, Any] = resp.json()
@@ -37,17 +38,17 @@ def _audit(session: Session, worker_id: str) -> list[tuple[str, Any, Any]]:
 
 
 def test_first_beat_registers_then_later_beats_update(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     world = build_world(session)
     session.commit()
     start = current_snapshot_version(session)
 
-    first = _post(app_client, internal_headers, "w1", pool_id=world.spec_pool.id)
+    first = _post(app_client, agent_headers, "w1", pool_id=world.spec_pool.id)
     assert first == {"worker_id": "w1", "registered": True, "snapshot_version": start + 1}
     second = _post(
         app_client,
-        internal_headers,
+        agent_headers,
         "w1",
         pool_id=world.spec_pool.id,
         kv_cache_usage=0.4,
@@ -79,21 +80,21 @@ def test_first_beat_registers_then_later_beats_update(
 
 
 def test_health_and_draft_flips_bump_the_snapshot_and_are_audited(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     world = build_world(session)
     session.commit()
     pool = world.spec_pool.id
-    v0 = _post(app_client, internal_headers, "w1", pool_id=pool)["snapshot_version"]
+    v0 = _post(app_client, agent_headers, "w1", pool_id=pool)["snapshot_version"]
 
-    v1 = _post(app_client, internal_headers, "w1", pool_id=pool, healthy=False)["snapshot_version"]
-    v2 = _post(app_client, internal_headers, "w1", pool_id=pool, healthy=False)["snapshot_version"]
-    v3 = _post(app_client, internal_headers, "w1", pool_id=pool, healthy=True, draft_loaded=False)[
+    v1 = _post(app_client, agent_headers, "w1", pool_id=pool, healthy=False)["snapshot_version"]
+    v2 = _post(app_client, agent_headers, "w1", pool_id=pool, healthy=False)["snapshot_version"]
+    v3 = _post(app_client, agent_headers, "w1", pool_id=pool, healthy=True, draft_loaded=False)[
         "snapshot_version"
     ]
     v4 = _post(
         app_client,
-        internal_headers,
+        agent_headers,
         "w1",
         pool_id=pool,
         endpoint_url="http://10.0.0.2:8000",
@@ -109,7 +110,7 @@ def test_health_and_draft_flips_bump_the_snapshot_and_are_audited(
 
 
 def test_high_kv_cache_beats_are_counted_against_the_rollouts_threshold(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     # The rollout using this spec pool allows 80 % KV cache; the setting (90 %) is looser.
     world = build_world(session, max_kv_cache_usage=0.8)
@@ -117,7 +118,7 @@ def test_high_kv_cache_beats_are_counted_against_the_rollouts_threshold(
     spec, base = world.spec_pool.id, world.baseline_pool.id
     counts = []
     for usage in (0.85, 0.95, 0.81, 0.5, 0.9):
-        _post(app_client, internal_headers, "spec-w", pool_id=spec, kv_cache_usage=usage)
+        _post(app_client, agent_headers, "spec-w", pool_id=spec, kv_cache_usage=usage)
         session.expire_all()
         counts.append(session.get(Worker, "spec-w").high_memory_beats)  # type: ignore[union-attr]
     assert counts == [1, 2, 3, 0, 1]
@@ -125,19 +126,20 @@ def test_high_kv_cache_beats_are_counted_against_the_rollouts_threshold(
     # No rollout uses the baseline pool as its spec arm: the 0.9 setting applies.
     base_counts = []
     for usage in (0.85, 0.95):
-        _post(app_client, internal_headers, "base-w", pool_id=base, kv_cache_usage=usage)
+        _post(app_client, agent_headers, "base-w", pool_id=base, kv_cache_usage=usage)
         session.expire_all()
         base_counts.append(session.get(Worker, "base-w").high_memory_beats)  # type: ignore[union-attr]
     assert base_counts == [0, 1]
 
 
 def test_unknown_pool_is_404_and_writes_nothing(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     resp = app_client.post(
         "/internal/v1/workers/ghost/heartbeat",
         content=beat(pool_id=987654).model_dump_json(),
-        headers=internal_headers | {"content-type": "application/json"},
+        # An agent enrolled for that (missing) pool: the pool check itself answers.
+        headers=agent_headers(987654) | {"content-type": "application/json"},
     )
     assert resp.status_code == 404
     error = resp.json()["error"]
@@ -148,12 +150,14 @@ def test_unknown_pool_is_404_and_writes_nothing(
 
 
 def test_invalid_heartbeat_is_422_with_field_errors(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     world = build_world(session)
     session.commit()
     body = beat(world.spec_pool.id).model_dump(mode="json") | {"kv_cache_usage": 1.5}
-    resp = app_client.post("/internal/v1/workers/w1/heartbeat", json=body, headers=internal_headers)
+    resp = app_client.post(
+        "/internal/v1/workers/w1/heartbeat", json=body, headers=agent_headers(world.spec_pool.id)
+    )
     assert resp.status_code == 422
     fields = [e["loc"] for e in resp.json()["error"]["field_errors"]]
     assert ["body", "kv_cache_usage"] in fields
@@ -185,7 +189,7 @@ def test_injected_clock_sets_beat_and_audit_times_and_drives_the_sweep(session: 
 
 
 def test_real_engine_memory_sizes_are_stored(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     """A vLLM server's memory is above 2 GiB: on PostgreSQL a 32-bit column made every
     real heartbeat fail."""
@@ -193,7 +197,7 @@ def test_real_engine_memory_sizes_are_stored(
     session.commit()
     _post(
         app_client,
-        internal_headers,
+        agent_headers,
         "w-big",
         pool_id=world.spec_pool.id,
         process_memory_bytes=6 * 2**30,
@@ -206,11 +210,11 @@ def test_real_engine_memory_sizes_are_stored(
 
 
 def test_heartbeat_values_past_the_columns_are_rejected(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     world = build_world(session)
     session.commit()
-    headers = internal_headers | {"content-type": "application/json"}
+    json_type = {"content-type": "application/json"}
     cases: tuple[tuple[str, dict[str, Any], int, str | None], ...] = (
         ("w1", {"endpoint_url": "http://x/\x00"}, 422, "endpoint_url"),
         ("w1", {"endpoint_url": "http://" + "x" * 600}, 422, "endpoint_url"),
@@ -222,7 +226,9 @@ def test_heartbeat_values_past_the_columns_are_rejected(
         # Fields merged into the JSON: the contract model itself refuses bad URLs now.
         body = json.dumps(beat(pool_id=world.spec_pool.id).model_dump(mode="json") | fields)
         resp = app_client.post(
-            f"/internal/v1/workers/{worker_id}/heartbeat", content=body, headers=headers
+            f"/internal/v1/workers/{worker_id}/heartbeat",
+            content=body,
+            headers=agent_headers(fields.get("pool_id", world.spec_pool.id)) | json_type,
         )
         assert resp.status_code == status, (fields, resp.text)
         assert resp.json()["error"]["param"] == param

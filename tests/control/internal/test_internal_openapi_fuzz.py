@@ -12,16 +12,21 @@ from hypothesis import strategies as st
 from sqlalchemy.orm import Session
 
 from tests.control.internal.factories import build_world
+from tests.fixtures.db import AgentHeaders
 
 EXAMPLES_PER_OPERATION = 40
 
 
 def test_no_server_errors_on_internal_api(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient,
+    session: Session,
+    internal_headers: dict[str, str],
+    agent_headers: AgentHeaders,
 ) -> None:
     # Real rows, so generated ids sometimes hit an existing pool instead of always 404.
-    build_world(session)
+    world = build_world(session)
     session.commit()
+    agent = agent_headers(world.spec_pool.id)
     app = app_client.app
     assert isinstance(app, FastAPI)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
@@ -45,7 +50,12 @@ def test_no_server_errors_on_internal_api(
         )
         @given(case=operation.as_strategy(), with_auth=st.booleans())
         def check(case: Any, with_auth: bool) -> None:
-            headers = {**(case.headers or {}), **(internal_headers if with_auth else {})}
+            # Each route with the principal it is for: the agent's routes with an agent
+            # enrolled for the world's spec pool, the gateway's with the gateway token.
+            principal = (
+                agent if "/workers/" in case.path or "/pools/" in case.path else (internal_headers)
+            )
+            headers = {**(case.headers or {}), **(principal if with_auth else {})}
             response = case.call(headers=headers)
             statuses.add(response.status_code)
             if response.status_code >= 500:

@@ -19,6 +19,7 @@ from control.settings import ControlSettings
 from control.snapshot.notifier import PG_CHANNEL, install_snapshot_notifier
 from control.snapshot.version import bump_snapshot_version, current_snapshot_version
 from tests.control.internal.factories import beat, build_world
+from tests.fixtures.db import enrol_agent
 from tests.fixtures.services import require_redis
 
 
@@ -59,7 +60,9 @@ def test_heartbeat_that_changes_the_snapshot_is_published_on_redis(
     try:
         assert pubsub.get_message(timeout=2)["type"] == "subscribe"  # type: ignore[index]
         body = beat(pool_id).model_dump_json()
-        headers = internal_headers | {"content-type": "application/json"}
+        with committed_database.session() as s:
+            agent = enrol_agent(s, pool_id)
+        headers = agent | {"content-type": "application/json"}
         url = "/internal/v1/workers/w1/heartbeat"
 
         registered = notifying_client.post(url, content=body, headers=headers).json()

@@ -5,18 +5,21 @@ from sqlalchemy.orm import Session
 
 from control.contract import PoolSpec
 from tests.control.internal.factories import build_world
+from tests.fixtures.db import AgentHeaders
 
 
 def test_spec_pool_carries_the_speculative_config_of_its_pair_version(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     world = build_world(session)
     session.commit()
 
     by_id = app_client.get(
-        f"/internal/v1/pools/{world.spec_pool.id}/spec", headers=internal_headers
+        f"/internal/v1/pools/{world.spec_pool.id}/spec", headers=agent_headers(world.spec_pool.id)
     )
-    by_name = app_client.get("/internal/v1/pools/by-name/tiny-spec/spec", headers=internal_headers)
+    by_name = app_client.get(
+        "/internal/v1/pools/by-name/tiny-spec/spec", headers=agent_headers(world.spec_pool.id)
+    )
 
     assert by_id.status_code == 200 and by_name.status_code == 200
     assert by_id.json() == by_name.json()
@@ -40,12 +43,13 @@ def test_spec_pool_carries_the_speculative_config_of_its_pair_version(
 
 
 def test_baseline_pool_has_no_speculation(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     world = build_world(session)
     session.commit()
     resp = app_client.get(
-        f"/internal/v1/pools/{world.baseline_pool.id}/spec", headers=internal_headers
+        f"/internal/v1/pools/{world.baseline_pool.id}/spec",
+        headers=agent_headers(world.baseline_pool.id),
     )
     spec = PoolSpec.model_validate(resp.json())
     assert (spec.name, spec.pair_version, spec.speculative_config) == ("tiny-base", None, None)
@@ -53,12 +57,12 @@ def test_baseline_pool_has_no_speculation(
 
 
 def test_unknown_pool_is_404_by_id_and_by_name(
-    app_client: TestClient, internal_headers: dict[str, str]
+    app_client: TestClient, agent_headers: AgentHeaders
 ) -> None:
     for path in ("/internal/v1/pools/424242/spec", "/internal/v1/pools/by-name/nope/spec"):
-        resp = app_client.get(path, headers=internal_headers)
+        resp = app_client.get(path, headers=agent_headers(424242))
         assert resp.status_code == 404, path
         error = resp.json()["error"]
         assert (error["type"], error["code"]) == ("not_found_error", "unknown_pool")
-    bad_id = app_client.get("/internal/v1/pools/abc/spec", headers=internal_headers)
+    bad_id = app_client.get("/internal/v1/pools/abc/spec", headers=agent_headers(424242))
     assert bad_id.status_code == 422

@@ -13,19 +13,23 @@ from control.rollouts.state_machine import RolloutAction
 from control.snapshot.service import SnapshotService
 from control.snapshot.version import bump_snapshot_version, current_snapshot_version
 from tests.control.internal.factories import beat, build_world
+from tests.fixtures.db import AgentHeaders
 
 URL = "/internal/v1/snapshot"
 
 
 def test_snapshot_compiles_every_part_of_the_live_state(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient,
+    session: Session,
+    internal_headers: dict[str, str],
+    agent_headers: AgentHeaders,
 ) -> None:
     world = build_world(session)
     session.commit()
     ack = app_client.post(
         "/internal/v1/workers/w-spec-1/heartbeat",
         json=beat(world.spec_pool.id).model_dump(mode="json"),
-        headers=internal_headers,
+        headers=agent_headers(world.spec_pool.id),
     )
     assert ack.status_code == 200
 
@@ -110,19 +114,26 @@ def test_etag_round_trip_answers_304_until_a_change(
 
 
 def test_reads_and_unchanged_heartbeats_do_not_bump_the_version(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient,
+    session: Session,
+    internal_headers: dict[str, str],
+    agent_headers: AgentHeaders,
 ) -> None:
     world = build_world(session)
     session.commit()
     body = beat(world.spec_pool.id).model_dump(mode="json")
-    app_client.post("/internal/v1/workers/w1/heartbeat", json=body, headers=internal_headers)
+    app_client.post(
+        "/internal/v1/workers/w1/heartbeat", json=body, headers=agent_headers(world.spec_pool.id)
+    )
     before = current_snapshot_version(session)
 
     for _ in range(3):
         assert app_client.get(URL, headers=internal_headers).status_code == 200
     load_only = body | {"kv_cache_usage": 0.5, "running": 7, "waiting": 3}
     ack = app_client.post(
-        "/internal/v1/workers/w1/heartbeat", json=load_only, headers=internal_headers
+        "/internal/v1/workers/w1/heartbeat",
+        json=load_only,
+        headers=agent_headers(world.spec_pool.id),
     )
 
     assert ack.json()["snapshot_version"] == before
@@ -133,13 +144,20 @@ def test_reads_and_unchanged_heartbeats_do_not_bump_the_version(
 
 
 def test_a_stale_worker_leaves_the_healthy_set_and_bumps_the_version(
-    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+    app_client: TestClient,
+    session: Session,
+    internal_headers: dict[str, str],
+    agent_headers: AgentHeaders,
 ) -> None:
     world = build_world(session)
     session.commit()
     body = beat(world.spec_pool.id).model_dump(mode="json")
-    app_client.post("/internal/v1/workers/w1/heartbeat", json=body, headers=internal_headers)
-    app_client.post("/internal/v1/workers/w2/heartbeat", json=body, headers=internal_headers)
+    app_client.post(
+        "/internal/v1/workers/w1/heartbeat", json=body, headers=agent_headers(world.spec_pool.id)
+    )
+    app_client.post(
+        "/internal/v1/workers/w2/heartbeat", json=body, headers=agent_headers(world.spec_pool.id)
+    )
     fresh = app_client.get(URL, headers=internal_headers)
     assert [
         w.healthy for w in PolicySnapshot.model_validate_json(fresh.content).pools[0].workers
