@@ -24,6 +24,7 @@ log = logging.getLogger("specroute.control")
 def admin_router() -> APIRouter:
     """Every admin domain's router under one APIRouter (mounted at /admin/v1)."""
     from control.audit.endpoints import router as audit
+    from control.automation.endpoints import router as automation
     from control.decisions.endpoints import router as decisions
     from control.evaluations.endpoints import router as evaluations
     from control.pairs.endpoints import router as pairs
@@ -46,6 +47,7 @@ def admin_router() -> APIRouter:
         decisions,
         telemetry,
         audit,
+        automation,
     ):
         gathered.include_router(router)
     return gathered

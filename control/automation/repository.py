@@ -158,3 +158,16 @@ def count_inconclusive_round(session: Session, rollout_id: int, expected_version
     )
     assert isinstance(result, CursorResult)
     return result.rowcount == 1
+
+
+def latest_recommendations(
+    session: Session, rollout_id: int, limit: int
+) -> list[DepthRecommendation]:
+    return list(
+        session.scalars(
+            select(DepthRecommendation)
+            .where(DepthRecommendation.rollout_id == rollout_id)
+            .order_by(DepthRecommendation.id.desc())
+            .limit(limit)
+        )
+    )

@@ -366,9 +366,73 @@ for _name in ("evaluate", "promote", "pause", "resume", "rollback", "disable", "
 
 
 @rollout_app.command("show")
-def rollout_show(rollout_id: int) -> None:
-    """One rollout, with its allowed actions."""
-    _print(api().request("GET", f"/rollouts/{rollout_id}"))
+def rollout_show(rollout_id: int, output: Output = OutputOption) -> None:
+    """One rollout, with its allowed actions, and what the automation sees in it now."""
+    rollout = api().request("GET", f"/rollouts/{rollout_id}")
+    readout = api().request("GET", f"/rollouts/{rollout_id}/evidence")
+    if output is Output.json:
+        _emit_json({"rollout": rollout, "evidence": readout})
+        return
+    _print(rollout)
+    console.print(_readout_table(readout))
+
+
+def _verdict_cell(verdict: dict[str, Any] | None) -> str:
+    if verdict is None:
+        return "not evaluated in this state"
+    code = f" ({verdict['code']})" if verdict.get("code") else ""
+    return f"{verdict['action']}{code}: {verdict['reason']}"
+
+
+def _readout_table(readout: dict[str, Any]) -> Table:
+    """The automation's view, one line each: verdicts, blocking checks, acceptance per
+    draft position, the speedup at this and the next stage's load, depth advice."""
+    evidence = readout["evidence"]
+    table = _table("what the automation sees now", "value", title="Evidence")
+    table.add_row("guards", _verdict_cell(readout["guards"]))
+    table.add_row("stage", _verdict_cell(readout["stage"]))
+    table.add_row("blocks promotion", ", ".join(readout["blocking"]) or "nothing")
+    acceptance = evidence.get("acceptance")
+    if acceptance:
+        rates = " / ".join(
+            "-" if r is None else f"{r:.2f}" for r in acceptance["conditional_rates"]
+        )
+        tau = acceptance["mean_acceptance_length"]
+        table.add_row("acceptance per position", f"{rates} (mean length {_num(tau)}, per draft)")
+    monitor = evidence.get("acceptance_monitor")
+    if monitor:
+        table.add_row("acceptance test", str(monitor.get("decision")))
+    here = (evidence.get("stage") or {}).get("e2e_per_token")
+    if here:
+        table.add_row(
+            "speedup here",
+            f"{here['speedup']:.3f} [{here['lower']:.3f}, {here['upper']:.3f}] "
+            f"({here['spec_requests']} vs {here['baseline_requests']} requests)",
+        )
+    nxt = evidence.get("next_stage")
+    if nxt:
+        speed = nxt.get("speedup")
+        bound = f"lower bound {speed['lower']:.3f}" if speed else "no evidence"
+        table.add_row(
+            "at the next stage",
+            f"{nxt['share_next']:g} %: {nxt['spec_load_next']:.1f} requests per spec worker; "
+            f"{bound}" + (f"; {nxt['advice']}" if nxt.get("advice") else ""),
+        )
+    for advice in readout["depth_advice"][:1]:
+        table.add_row(
+            "depth advice",
+            f"k={advice['recommended_k']} (expected speedup "
+            f"{advice['expected_speedup_recommended']:.3f} vs "
+            f"{advice['expected_speedup_current']:.3f} at k={advice['current_k']}; "
+            f"{advice['created_at'][:19]})",
+        )
+    if evidence.get("missing"):
+        table.add_row("missing", "; ".join(evidence["missing"]))
+    return table
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 @app.command("decisions")

@@ -1,0 +1,138 @@
+"""What the automation sees in a rollout right now, without acting on it.
+
+The same evidence, monitors and rules the Celery jobs use (`jobs.py`), run as a
+dry run: the guards' verdict, the stage's verdict (promote / hold / pause /
+roll back) with each promotion check and what blocks it, and the latest depth
+advice. Nothing is written, so an operator can look as often as they like.
+"""
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
+
+from control.automation import repository
+from control.automation.evidence import gather_evidence
+from control.automation.flips import seconds_since
+from control.automation.health import spec_pool_health
+from control.automation.shadow import judge_shadow
+from control.automation.verdicts import Verdict, judge_canary, judge_guards, promotion_checks
+from control.contract import EXPOSING_STATES, RolloutState
+from control.models import DepthRecommendation, Rollout, utcnow
+from control.settings import ControlSettings
+
+EVALUATED = (RolloutState.CANARY, RolloutState.RAMPING, RolloutState.PROBATION)
+
+
+class VerdictView(BaseModel):
+    action: str = Field(description="wait, hold, promote, start, pause, rollback, disable.")
+    reason: str
+    code: str | None = None
+    advice: str | None = None
+
+    @classmethod
+    def of(cls, verdict: Verdict) -> "VerdictView":
+        return cls(
+            action=verdict.action.value,
+            reason=verdict.reason,
+            code=None if verdict.code is None else str(verdict.code),
+            advice=verdict.advice,
+        )
+
+
+class DepthAdvice(BaseModel):
+    id: int
+    created_at: datetime
+    current_k: int
+    recommended_k: int
+    expected_speedup_current: float
+    expected_speedup_recommended: float
+    evidence: dict[str, Any]
+
+
+class Readout(BaseModel):
+    rollout_id: int
+    state: str
+    percentage: float
+    version: int
+    computed_at: datetime
+    guards: VerdictView | None = Field(
+        description="The guards' verdict now (exposing states only): memory, draft, "
+        "saturation, then the acceptance, latency and error monitors."
+    )
+    stage: VerdictView | None = Field(
+        description="The stage's verdict now: canary, ramping and probation are judged for "
+        "promotion, shadow for its exit; other states are not evaluated."
+    )
+    promotion_checks: dict[str, bool]
+    blocking: list[str] = Field(description="The promotion checks that fail now.")
+    evidence: dict[str, Any] = Field(
+        description="The Evidence the rules saw, as a decision row stores it (without the "
+        "per-block estimates): arms, acceptance per position and its monitor, latency and "
+        "error monitors, matched comparisons, next-stage projection, budget, window ids."
+    )
+    depth_advice: list[DepthAdvice] = Field(description="The latest depth advice, newest first.")
+
+
+def readout(
+    session: Session, rollout: Rollout, settings: ControlSettings, *, advice_limit: int = 5
+) -> Readout:
+    now = utcnow()
+    state = RolloutState(rollout.state)
+    health = spec_pool_health(session, rollout, settings, now)
+    evidence = gather_evidence(
+        session, rollout, settings, until=now, spec_workers=health.healthy_workers
+    )
+    thresholds = rollout.threshold_set
+    exposed = seconds_since(rollout.exposed_since or rollout.state_entered_at, now)
+    in_state = seconds_since(rollout.state_entered_at, now)
+    guards = (
+        judge_guards(state, evidence, health, thresholds, seconds_exposed=exposed)
+        if state in EXPOSING_STATES
+        else None
+    )
+    stage: Verdict | None = None
+    if state in EVALUATED:
+        stage = judge_canary(
+            state,
+            evidence,
+            thresholds,
+            seconds_in_state=in_state,
+            seconds_exposed=exposed,
+            inconclusive_rounds=rollout.inconclusive_rounds,
+        )
+    elif state is RolloutState.SHADOW:
+        stage = judge_shadow(
+            evidence,
+            thresholds,
+            seconds_in_state=in_state,
+            inconclusive_rounds=rollout.inconclusive_rounds,
+        )
+    checks = promotion_checks(evidence, thresholds)
+    advice = repository.latest_recommendations(session, rollout.id, advice_limit)
+    return Readout(
+        rollout_id=rollout.id,
+        state=state.value,
+        percentage=rollout.percentage,
+        version=rollout.version,
+        computed_at=now,
+        guards=None if guards is None else VerdictView.of(guards),
+        stage=None if stage is None else VerdictView.of(stage),
+        promotion_checks=checks,
+        blocking=[name for name, ok in checks.items() if not ok],
+        evidence=evidence.as_json(with_blocks=False),
+        depth_advice=[_advice(r) for r in advice],
+    )
+
+
+def _advice(row: DepthRecommendation) -> DepthAdvice:
+    return DepthAdvice(
+        id=row.id,
+        created_at=row.created_at,
+        current_k=row.current_k,
+        recommended_k=row.recommended_k,
+        expected_speedup_current=row.expected_speedup_current,
+        expected_speedup_recommended=row.expected_speedup_recommended,
+        evidence=row.evidence,
+    )

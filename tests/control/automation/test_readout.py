@@ -1,0 +1,117 @@
+"""GET /admin/v1/rollouts/{id}/evidence: the automation's view of a rollout, as a dry
+run of the same rules the jobs apply (nothing is flipped or written)."""
+
+import json
+from typing import Any
+
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from control.app import create_app
+from control.automation import jobs
+from control.cli import app as root
+from control.db import Database
+from control.settings import ControlSettings
+from tests.control.automation import scenario as sc
+from tests.fixtures.db import ADMIN_TOKEN
+
+HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+def _readout(client: TestClient, rollout_id: int) -> dict[str, Any]:
+    response = client.get(f"/admin/v1/rollouts/{rollout_id}/evidence", headers=HEADERS)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_a_healthy_canary_shows_its_checks_acceptance_and_depth_advice(
+    committed_database: Database, control_settings: ControlSettings
+) -> None:
+    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
+    setup = sc.create_rollout(committed_database)
+    sc.heartbeat(committed_database, setup, "spec-w1")
+    window_ids = sc.good_traffic(committed_database, setup)
+    advised = jobs.advise_rollout_depth(committed_database, settings, setup.rollout_id, "t-1")
+    assert advised.action == "recommend", advised
+    decisions_before = len(sc.decisions(committed_database, setup.rollout_id))
+
+    client = TestClient(create_app(settings, committed_database))
+    body = _readout(client, setup.rollout_id)
+    assert (body["state"], body["percentage"]) == ("canary", 1.0)
+    assert body["guards"]["action"] == "wait"
+    # Good traffic: the evaluation would promote now; nothing blocks it.
+    assert body["stage"]["action"] == "promote", body["stage"]
+    assert set(body["promotion_checks"]) >= {"acceptance_accepted", "speedup_at_next_load"}
+    assert all(body["promotion_checks"].values()) and body["blocking"] == []
+    rates = body["evidence"]["acceptance"]["conditional_rates"]
+    assert len(rates) == sc.K and all(0.6 < r < 0.95 for r in rates)
+    assert sorted(
+        body["evidence"]["spec"]["window_ids"] + body["evidence"]["baseline"]["window_ids"]
+    ) == sorted(window_ids)
+    assert "blocks" not in body["evidence"]
+    [advice] = body["depth_advice"]
+    assert advice["current_k"] == sc.K and advice["recommended_k"] >= 1
+
+    # A dry run: no decision, no flip.
+    assert len(sc.decisions(committed_database, setup.rollout_id)) == decisions_before
+    assert sc.rollout(committed_database, setup.rollout_id).state == "canary"
+
+    missing = client.get("/admin/v1/rollouts/987654/evidence", headers=HEADERS)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "rollout_not_found"
+    assert client.get(f"/admin/v1/rollouts/{setup.rollout_id}/evidence").status_code == 401
+
+
+def test_a_regression_reads_as_the_rollback_the_guard_would_do(
+    committed_database: Database, control_settings: ControlSettings
+) -> None:
+    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
+    setup = sc.create_rollout(committed_database)
+    sc.heartbeat(committed_database, setup, "spec-w1")
+    client = TestClient(create_app(settings, committed_database))
+    body: dict[str, Any] = {}
+    for _ in range(6):
+        sc.feed(committed_database, setup, spec_alpha=0.8, spec_tpot_ms=30.0, baseline_tpot_ms=20.0)
+        body = _readout(client, setup.rollout_id)
+        if body["guards"]["action"] == "rollback":
+            break
+    assert body["guards"]["action"] == "rollback", body["guards"]
+    assert body["guards"]["code"] == "latency_regression"
+    assert body["evidence"]["latency_guard"]["cusum"]["alarm"] is True
+    assert sc.rollout(committed_database, setup.rollout_id).state == "canary"
+    assert sc.decisions(committed_database, setup.rollout_id)[-1].kind == "manual_start"
+
+    # The guard job, run now, does exactly what the readout said.
+    outcome = jobs.guard_rollout(committed_database, settings, setup.rollout_id, "task-g")
+    assert outcome.action == "rollback"
+
+
+def test_rollout_show_prints_the_readout(
+    committed_database: Database, control_settings: ControlSettings, monkeypatch: Any
+) -> None:
+    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
+    setup = sc.create_rollout(committed_database)
+    sc.heartbeat(committed_database, setup, "spec-w1")
+    sc.good_traffic(committed_database, setup)
+    client = TestClient(create_app(settings, committed_database))
+
+    import control.cli.admin as admin
+
+    class _Api(admin.Api):
+        def __init__(self, url: str, token: str) -> None:
+            self.client = client  # type: ignore[assignment]
+            self.client.base_url = "http://testserver/admin/v1"
+            self.client.headers["Authorization"] = f"Bearer {token}"
+
+    monkeypatch.setattr(admin, "Api", _Api)
+    runner = CliRunner(env={"SPECROUTE_ADMIN_TOKEN": ADMIN_TOKEN, "COLUMNS": "160"})
+    shown = runner.invoke(root, ["admin", "rollout", "show", str(setup.rollout_id)])
+    assert shown.exit_code == 0, shown.output
+    for line in ("guards", "promote", "blocks promotion", "acceptance per position"):
+        assert line in shown.output, shown.output
+    as_json = runner.invoke(root, ["admin", "rollout", "show", str(setup.rollout_id), "-o", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    doc = json.loads(as_json.output)
+    assert doc["rollout"]["id"] == setup.rollout_id
+    assert doc["evidence"]["state"] == "canary"
