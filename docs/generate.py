@@ -122,6 +122,13 @@ CATALOG: dict[str, Entry] = {
         "instant",
         "max by (instance) (specroute_gateway_snapshot_age_seconds)",
     ),
+    "specroute_gateway_quota_store_failures": Entry(
+        "quota store (Redis) calls that failed or timed out, by operation",
+        "—",
+        "calls",
+        "cumulative; increase over 5m",
+        "sum by (instance) (increase(specroute_gateway_quota_store_failures_total[5m]))",
+    ),
     "specroute_gateway_quota_rejections": Entry(
         "requests refused with 429 (weighted-token budget spent)",
         "—",

@@ -42,7 +42,13 @@ def build_state(settings: GatewaySettings) -> GatewayState:
             settings.telemetry_window_seconds,
             settings.telemetry_max_pending_windows,
         ),
-        quota=make_quota_limiter(settings.redis_url),
+        quota=make_quota_limiter(
+            settings.redis_url,
+            failure_mode=settings.quota_redis_failure,
+            timeout_s=settings.quota_redis_timeout_s,
+            retry_s=settings.quota_redis_retry_s,
+            on_failure=metrics.observe_quota_store_failure,
+        ),
         control_client=httpx.AsyncClient(timeout=5.0, trust_env=False),
     )
 

@@ -215,6 +215,16 @@ class GatewayMetrics:
             ["outcome"],
             registry=r,
         )
+        self.quota_store_failures = Counter(
+            PREFIX + "quota_store_failures",
+            "Calls to the shared quota store (Redis) that failed or timed out; each puts "
+            "the gateway in its quota failure mode (open, closed or local) for a while. "
+            "Unit: calls.",
+            ["operation"],
+            registry=r,
+        )
+        for operation in ("admit", "settle", "charge"):
+            self.quota_store_failures.labels(operation)
         self.outstanding = Gauge(
             PREFIX + "outstanding_requests",
             "Requests in flight to an engine worker (the least-outstanding routing signal). "
@@ -279,6 +289,9 @@ class GatewayMetrics:
 
     def observe_shadow(self, outcome: str) -> None:
         self.shadow_mirrors.labels(outcome).inc()
+
+    def observe_quota_store_failure(self, operation: str) -> None:
+        self.quota_store_failures.labels(operation).inc()
 
     def observe_quota_rejection(self, tenant: str) -> None:
         self.quota_rejections.labels(self.tenants.resolve(tenant)).inc()

@@ -3,6 +3,7 @@
 import os
 import socket
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,6 +66,27 @@ class GatewaySettings(BaseSettings):
     redis_url: str | None = Field(
         default=None,
         description="Redis URL for snapshot change notifications and shared quotas. Unset: none.",
+    )
+    quota_redis_failure: Literal["open", "closed", "local"] = Field(
+        default="local",
+        description=(
+            "Quota behaviour while Redis is down or slow: `local` enforces each tenant's "
+            "budget per gateway replica in memory, `open` admits everything, `closed` "
+            "refuses limited tenants with 503 quota_unavailable."
+        ),
+    )
+    quota_redis_timeout_s: float = Field(
+        default=0.1,
+        gt=0,
+        description="Longest wait for one Redis quota call before it counts as a failure.",
+    )
+    quota_redis_retry_s: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "After a Redis quota failure, how long the failure mode applies before Redis "
+            "is tried again (a hung Redis costs one timeout per interval, not per request)."
+        ),
     )
     connect_timeout_s: float = Field(
         default=2.0, gt=0, description="Connect timeout to an engine worker."

@@ -1,16 +1,17 @@
 """Quota shared by every gateway replica: one Redis hash per tenant, one field per second.
 
+Errors (RedisError, a timeout) propagate: gateway.quota.guarded decides what an
+outage means (fail open, closed, or a local limiter) and bounds the wait.
+
 Both operations are single Lua scripts, so they are atomic, and they read the
 clock with Redis ``TIME``: replicas with skewed clocks still agree on the window.
 (Redis >= 5 replicates script effects, which makes TIME-then-write legal.)
 The key expires one window after the last charge, so idle tenants cost nothing.
 """
 
-import logging
 from typing import Any
 
 import redis.asyncio as redis
-from redis.exceptions import RedisError
 
 from control.contract import QuotaWeights, TenantSpec
 from gateway.quota.limiter import (
@@ -20,8 +21,6 @@ from gateway.quota.limiter import (
     Reservation,
     chargeable_cost,
 )
-
-log = logging.getLogger(__name__)
 
 # KEYS[1] tenant hash; ARGV limit, window, reserve. Returns {used, retry_after, second}
 # as strings (Lua numbers returned to Redis are truncated to integers). An admitted
@@ -104,7 +103,6 @@ class RedisQuotaLimiter:
         self._admit = client.register_script(_ADMIT)
         self._charge = client.register_script(_CHARGE)
         self._settle = client.register_script(_SETTLE)
-        self.errors = 0
 
     @classmethod
     def from_url(cls, url: str, **kw: object) -> "RedisQuotaLimiter":
@@ -130,15 +128,9 @@ class RedisQuotaLimiter:
         limit = tenant.quota.weighted_tokens_per_minute
         if limit is None:
             return UNLIMITED
-        try:
-            used_s, retry_s, second_s = await self._admit(
-                keys=[self.key(tenant)], args=[limit, self.window_s, repr(float(reserve))]
-            )
-        except RedisError as exc:
-            # Fail open: an outage of the shared counter must not take every tenant down.
-            self.errors += 1
-            log.warning("quota admit for tenant %s failed open: %s", tenant.id, exc)
-            return QuotaVerdict(allowed=True, retry_after_s=0.0, used=0.0, limit=limit)
+        used_s, retry_s, second_s = await self._admit(
+            keys=[self.key(tenant)], args=[limit, self.window_s, repr(float(reserve))]
+        )
         used = float(used_s)
         if used < limit:
             reservation = (
@@ -171,20 +163,12 @@ class RedisQuotaLimiter:
     async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
         if cost <= 0 or tenant.quota.weighted_tokens_per_minute is None:
             return
-        try:
-            await self._charge(keys=[self.key(tenant)], args=[repr(cost), self.window_s])
-        except RedisError as exc:
-            self.errors += 1
-            log.warning("quota charge for tenant %s lost: %s", tenant.id, exc)
+        await self._charge(keys=[self.key(tenant)], args=[repr(cost), self.window_s])
 
     async def settle(self, reservation: Reservation, cost: float) -> None:
         key = f"{self.key_prefix}:{reservation.tenant_id}"
         delta = cost - reservation.amount
-        try:
-            await self._settle(keys=[key], args=[reservation.second, repr(delta), self.window_s])
-        except RedisError as exc:
-            self.errors += 1
-            log.warning("quota settle for tenant %s lost: %s", reservation.tenant_id, exc)
+        await self._settle(keys=[key], args=[reservation.second, repr(delta), self.window_s])
 
     async def aclose(self) -> None:
         # types-redis predates aclose (redis>=5); close() is deprecated there. A pool

@@ -15,12 +15,14 @@ from gateway.errors import (
     PermissionDenied,
     QuotaExceeded,
     RequestValidationFailed,
+    ServiceUnavailable,
 )
 from gateway.proxy.accounting import Accounting
 from gateway.proxy.intake import authenticate, engine_body, read_json, request_id_of, validate
 from gateway.proxy.relay import relay_json, relay_stream
 from gateway.proxy.schemas import ChatCompletionBody, CompletionBody, SamplingParams
 from gateway.proxy.upstream import open_upstream
+from gateway.quota.guarded import QuotaStoreUnavailable
 from gateway.quota.limiter import PROMPT_BYTES_PER_TOKEN, Reservation, admission_estimate
 from gateway.state import GatewayState
 
@@ -167,6 +169,12 @@ async def _admit(state: GatewayState, tenant: TenantSpec, estimate: float) -> Re
         return None
     try:
         verdict = await state.quota.admit(tenant, reserve=estimate)
+    except QuotaStoreUnavailable as exc:
+        raise ServiceUnavailable(
+            "The quota store is unavailable and this gateway fails closed",
+            code="quota_unavailable",
+            headers={"Retry-After": str(max(1, int(-(-exc.retry_after_s // 1))))},
+        ) from None
     except Exception as exc:
         # NOTE: fail open: a quota store outage must not take the front door down.
         log.warning("quota admission unavailable: %s", type(exc).__name__)

@@ -10,6 +10,7 @@ import redis.asyncio as redis
 
 from control.contract import QuotaSpec, QuotaWeights, TenantSpec
 from gateway.quota import make_quota_limiter, weighted_cost
+from gateway.quota.guarded import GuardedQuotaLimiter
 from gateway.quota.memory import InMemoryQuotaLimiter
 from gateway.quota.redis_limiter import RedisQuotaLimiter
 from tests.fixtures.services import require_redis
@@ -91,7 +92,9 @@ async def test_unlimited_tenants_are_never_tracked() -> None:
 
 def test_make_quota_limiter_picks_the_backend() -> None:
     assert isinstance(make_quota_limiter(None), InMemoryQuotaLimiter)
-    assert isinstance(make_quota_limiter("redis://127.0.0.1:6379/0"), RedisQuotaLimiter)
+    shared = make_quota_limiter("redis://127.0.0.1:6379/0")
+    assert isinstance(shared, GuardedQuotaLimiter)
+    assert isinstance(shared.store, RedisQuotaLimiter) and shared.mode == "local"
 
 
 @pytest_asyncio.fixture(loop_scope="function")
@@ -171,19 +174,18 @@ async def test_redis_window_slides_and_retry_after_is_accurate(redis_prefix: str
         await limiter.aclose()
 
 
-async def test_unreachable_redis_fails_open_and_counts_the_error() -> None:
+async def test_unreachable_redis_raises_for_the_guard_to_decide() -> None:
     import socket
+
+    from redis.exceptions import RedisError
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     limiter = RedisQuotaLimiter.from_url(f"redis://127.0.0.1:{port}/0")
-    t = tenant(10)
     try:
-        await spend(limiter, t)
-        verdict = await limiter.admit(t)
-        assert verdict.allowed and verdict.limit == 10
-        assert limiter.errors == 2
+        with pytest.raises(RedisError):
+            await limiter.admit(tenant(10))
     finally:
         await limiter.aclose()
 
