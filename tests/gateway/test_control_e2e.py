@@ -118,3 +118,44 @@ def test_control_change_notification_beats_the_poll_interval(tmp_path: Path) -> 
             assert gw.app.state.poller.notifications >= 5
             print(f"control->gateway flip latencies (s): {sorted(round(f, 3) for f in flips)}")
             assert max(flips) < 2.0, flips
+
+
+def _wait_refused(gw: GatewayServer, key: str, timeout_s: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        resp = httpx.get(gw.base_url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
+        if resp.status_code == 401:
+            return time.monotonic() - started
+        assert resp.status_code == 200, resp.text
+        time.sleep(0.02)
+    raise AssertionError("the gateway kept accepting a revoked key")
+
+
+def test_a_revoked_key_is_refused_within_the_propagation_bound(
+    tmp_path: Path, control_url: str
+) -> None:
+    """The gateway caches keys in its snapshot; a revocation reaches it with the next
+    poll: refused within one poll interval plus a round trip (measured, default 1 s)."""
+    poll_s = 1.0
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    with run_gateway(
+        tmp_path,
+        None,
+        control_url=control_url,
+        internal_token=INTERNAL,
+        snapshot_poll_seconds=poll_s,
+    ) as gw:
+        latencies = []
+        for i in range(4):
+            tenant = _admin(control_url, "/tenants", {"name": f"revoked-{i}"})
+            key = _admin(control_url, f"/tenants/{tenant['id']}/keys", {"name": "k"})
+            _wait_for_key(gw, str(key["key"]), 5.0)  # the gateway now has it cached
+            revoked = httpx.post(
+                f"{control_url}/admin/v1/tenants/{tenant['id']}/keys/{key['id']}/revoke",
+                headers=headers,
+            )
+            assert revoked.status_code == 200
+            latencies.append(_wait_refused(gw, str(key["key"]), 5.0))
+    print(f"revoked key refused after (s): {sorted(round(x, 3) for x in latencies)}")
+    # One poll interval, plus the poll itself and the snapshot compile on a busy box.
+    assert max(latencies) < 2 * poll_s, latencies
