@@ -37,7 +37,9 @@ def control_url(tmp_path: Path) -> Iterator[str]:
 
     db_url = f"sqlite:///{tmp_path / 'control.db'}"
     upgrade(db_url)
-    settings = ControlSettings(data_dir=tmp_path, database_url=db_url, admin_token=ADMIN)
+    settings = ControlSettings(
+        data_dir=tmp_path, database_url=db_url, admin_token=ADMIN, internal_token="unused"
+    )
     with serve_app(create_app(settings)) as url:
         yield url
 
