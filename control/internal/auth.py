@@ -19,12 +19,10 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
-from sqlalchemy import select
 
-from control.api.auth import Scope, hash_secret
 from control.api.deps import SessionDep, SettingsDep
+from control.credentials import Scope, active_token
 from control.errors import Forbidden, Unauthorized
-from control.models import AdminToken
 
 Role = Literal["gateway", "agent"]
 
@@ -51,11 +49,7 @@ def internal_principal(
     # NOTE: constant-time, so response timing does not reveal a matching prefix.
     if hmac.compare_digest(token.encode(), settings.internal_secret().encode()):
         return InternalPrincipal(actor="gateway:bootstrap", role="gateway")
-    row = session.scalar(
-        select(AdminToken).where(
-            AdminToken.token_hash == hash_secret(token), AdminToken.revoked_at.is_(None)
-        )
-    )
+    row = active_token(session, token)
     if row is None:
         raise Unauthorized("invalid internal token")
     if Scope.INTERNAL_GATEWAY in row.scopes:

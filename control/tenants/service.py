@@ -5,8 +5,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.api.auth import ADMIN_SCOPES, Principal, Scope, hash_secret, new_secret
 from control.audit.service import record_audit
+from control.credentials import ADMIN_SCOPES, Principal, Scope, hash_secret, new_secret
 from control.domain import Missing, NameTaken, found, record_change
 from control.errors import Forbidden, InvalidRequest
 from control.models import AdminToken, ApiKey, Pool, Tenant, utcnow

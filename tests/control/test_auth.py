@@ -6,7 +6,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from control.api.auth import hash_secret
+from control.credentials import hash_secret
 from control.models import AdminToken, AuditEvent, Pair
 
 

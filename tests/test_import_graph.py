@@ -1,0 +1,178 @@
+"""The allowed imports of docs/architecture.md, checked on every module's
+top-level imports (imports inside functions and under TYPE_CHECKING are lazy
+by design and do not count)."""
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("gateway", "control", "engine", "bench", "demo", "docs", "dashboards", "migrations")
+DOMAINS = {
+    "audit",
+    "automation",
+    "decisions",
+    "evaluations",
+    "internal",
+    "pairs",
+    "pools",
+    "rollouts",
+    "segments",
+    "snapshot",
+    "stats",
+    "telemetry",
+    "tenants",
+    "thresholds",
+    "workers",
+    "requests",
+}
+
+
+# A domain's HTTP layer: its routes and, for the internal API, its auth dependencies.
+HTTP_MODULES = {"endpoints", "auth"}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            found[_module(path)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _top_level(nodes: list[ast.stmt], module: str, is_package: bool) -> Iterator[str]:
+    for node in nodes:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            yield name
+            yield from (f"{name}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.If | ast.Try):
+            yield from _top_level(node.body, module, is_package)
+            yield from _top_level(node.orelse, module, is_package)
+            if isinstance(node, ast.Try):
+                for handler in node.handlers:
+                    yield from _top_level(handler.body, module, is_package)
+                yield from _top_level(node.finalbody, module, is_package)
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        names = _top_level(tree.body, module, path.name == "__init__.py")
+        graph[module] = {n for n in names if n in MODULES and n != module}
+    return graph
+
+
+GRAPH = _graph()
+
+
+def _arrows() -> Iterator[tuple[str, str]]:
+    for module, targets in sorted(GRAPH.items()):
+        for target in sorted(targets):
+            yield module, target
+
+
+def test_the_walker_sees_the_tree() -> None:
+    assert "control.app" in GRAPH and "gateway.app" in GRAPH
+    assert "control.contract" in GRAPH["gateway.app"] or any(
+        t.startswith("control.contract") for m in GRAPH if m.startswith("gateway") for t in GRAPH[m]
+    )
+
+
+def test_gateway_and_engine_import_only_the_contract_of_control() -> None:
+    wrong = [
+        (m, t)
+        for m, t in _arrows()
+        if m.split(".")[0] in ("gateway", "engine")
+        and t.split(".")[0] not in (m.split(".")[0],)
+        and not t.startswith("control.contract")
+    ]
+    assert wrong == []
+
+
+def test_the_contract_imports_nothing_else_of_the_project() -> None:
+    wrong = [
+        (m, t)
+        for m, t in _arrows()
+        if m.startswith("control.contract") and not t.startswith("control.contract")
+    ]
+    assert wrong == []
+
+
+def test_control_never_imports_gateway_bench_or_demo() -> None:
+    wrong = [
+        (m, t)
+        for m, t in _arrows()
+        if m.startswith("control") and t.split(".")[0] in ("gateway", "bench", "demo")
+    ]
+    assert wrong == []
+
+
+def test_api_is_plumbing_and_domains_reach_it_only_from_endpoints() -> None:
+    def domain(name: str) -> str | None:
+        parts = name.split(".")
+        return (
+            parts[1] if len(parts) > 1 and parts[0] == "control" and parts[1] in DOMAINS else None
+        )
+
+    api_to_domain = [(m, t) for m, t in _arrows() if m.startswith("control.api") and domain(t)]
+    assert api_to_domain == []
+    domain_to_api = [
+        (m, t)
+        for m, t in _arrows()
+        if domain(m) and t.startswith("control.api") and m.rsplit(".", 1)[-1] not in HTTP_MODULES
+    ]
+    assert domain_to_api == []
+
+
+def test_no_import_circles() -> None:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert circles == []
