@@ -12,7 +12,7 @@ from starlette.types import ASGIApp
 from gateway.errors import register_error_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.engine_http import EngineClient
-from gateway.quota.limiter import make_quota_limiter
+from gateway.quota.factory import make_quota_limiter
 from gateway.routes import openai, ops
 from gateway.routes.fastlane import CompletionFastLane
 from gateway.routing.balancer import Balancer
