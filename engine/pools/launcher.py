@@ -39,6 +39,8 @@ class ServerCommand:
     host: str
     served_model_name: str
     speculative: bool
+    # Cores the whole server (API server, engine core, worker) may run on; None: any.
+    cpu_affinity: tuple[int, ...] | None = None
 
     @property
     def base_url(self) -> str:
@@ -52,8 +54,33 @@ class LaunchOptions:
     apply_vllm_fix: bool = True
     cpu_build: bool | None = None  # None: detect from the installed distribution
     cpu_cores: str | None = None  # VLLM_CPU_OMP_THREADS_BIND, e.g. "0" or "0-1"
+    # NOTE: with cpu_cores set, confine every process of the server to those cores, not
+    # only the model's OpenMP threads. vLLM's engine core spin-waits (sched_yield) on its
+    # worker while a step runs; floating, it and the API server take the cores of other
+    # servers and of the clients, whose streams then arrive late and in bursts.
+    pin_process: bool = True
     kv_cache_gib: int = 1  # VLLM_CPU_KVCACHE_SPACE on the CPU build
     extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """'0', '0-2', '1,3-4' -> sorted core ids (the taskset / OMP bind syntax)."""
+    cores: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        first, sep, last = part.partition("-")
+        try:
+            low, high = int(first), int(last) if sep else int(first)
+        except ValueError as exc:
+            raise LaunchError(f"bad CPU list {text!r}: {part!r} is not N or N-M") from exc
+        if low < 0 or high < low:
+            raise LaunchError(f"bad CPU list {text!r}: {part!r}")
+        cores.update(range(low, high + 1))
+    if not cores:
+        raise LaunchError(f"empty CPU list {text!r}")
+    return tuple(sorted(cores))
 
 
 def is_cpu_build() -> bool:
@@ -138,6 +165,9 @@ def build_server_command(
         env.pop("SPECROUTE_VLLM_FIX", None)
     else:
         env["SPECROUTE_VLLM_FIX"] = "0"
+    affinity: tuple[int, ...] | None = None
+    if cpu and opts.cpu_cores is not None and opts.pin_process:
+        affinity = parse_cpu_list(opts.cpu_cores)
     if cpu:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(opts.kv_cache_gib))
         # NOTE: not resolve(): a venv's bin/python links to the base interpreter.
@@ -155,4 +185,5 @@ def build_server_command(
         host=opts.host,
         served_model_name=spec.served_model_name,
         speculative=spec_config is not None,
+        cpu_affinity=affinity,
     )

@@ -55,12 +55,20 @@ class VllmServer:
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = self.log_path.open("ab")
+        affinity = self.command.cpu_affinity
+
+        def confine() -> None:
+            # NOTE: in the child before exec, so every process vLLM spawns inherits it.
+            if affinity is not None:
+                os.sched_setaffinity(0, affinity)
+
         self.process = subprocess.Popen(
             self.command.argv,
             env=self.command.env,
             stdout=self._log if self._log is not None else subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=confine if affinity is not None else None,
         )
 
     def alive(self) -> bool:

@@ -6,11 +6,13 @@ from pathlib import Path
 import pytest
 
 from control.contract import PairVersionSpec, PoolSpec, SpeculativeConfig
+from engine.pools.commands import worker_cores
 from engine.pools.launcher import (
     SERVER_MODULE,
     LaunchError,
     LaunchOptions,
     build_server_command,
+    parse_cpu_list,
 )
 from engine.vllm_fix import site_dir
 
@@ -79,6 +81,46 @@ def test_spec_pool_on_cpu_build() -> None:
     assert env["HF_HUB_OFFLINE"] == "1"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+    # the whole server, not only its OpenMP threads, is confined to core 1
+    assert cmd.cpu_affinity == (1,)
+
+
+def test_pinning_follows_the_core_list_and_can_be_turned_off() -> None:
+    pinned = build_server_command(pool(), 1, LaunchOptions(cpu_build=True, cpu_cores="0-1,3"))
+    assert pinned.cpu_affinity == (0, 1, 3)
+    assert pinned.env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1,3"
+    loose = build_server_command(
+        pool(), 1, LaunchOptions(cpu_build=True, cpu_cores="0", pin_process=False)
+    )
+    assert loose.cpu_affinity is None and loose.env["VLLM_CPU_OMP_THREADS_BIND"] == "0"
+    assert build_server_command(pool(), 1, LaunchOptions(cpu_build=True)).cpu_affinity is None
+    assert (
+        build_server_command(pool(), 1, LaunchOptions(cpu_build=False, cpu_cores="0")).cpu_affinity
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "cores"), [("0", (0,)), ("3,1", (1, 3)), ("0-2", (0, 1, 2)), ("1, 4-5", (1, 4, 5))]
+)
+def test_cpu_lists_parse_like_taskset(text: str, cores: tuple[int, ...]) -> None:
+    assert parse_cpu_list(text) == cores
+
+
+@pytest.mark.parametrize("text", ["", "a", "2-1", "-1", "1-x"])
+def test_bad_cpu_lists_are_refused(text: str) -> None:
+    with pytest.raises(LaunchError, match="CPU list"):
+        parse_cpu_list(text)
+
+
+def test_engine_up_gives_each_worker_its_own_core_round_robin() -> None:
+    assert worker_cores("0,1", 3) == ["0", "1", "0"]
+    assert worker_cores("1", 2) == ["1", "1"]
+    # default: the cores this process may use, one per worker
+    import os
+
+    first = sorted(os.sched_getaffinity(0))[0]
+    assert worker_cores(None, 1) == [str(first)]
 
 
 def test_iomp_is_preloaded_from_the_interpreters_venv(tmp_path: Path) -> None:

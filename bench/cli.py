@@ -1,0 +1,14 @@
+"""`specroute bench ...`: the benchmark commands that start their own engines."""
+
+import typer
+
+app = typer.Typer(help="Benchmarks on real vLLM engines (long runs; see bench/RESULTS.md).")
+
+
+def register() -> None:
+    from bench.streams_cli import streams
+
+    app.command("streams")(streams)
+
+
+register()
