@@ -15,13 +15,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.api.auth import Principal, Writer
 from control.api.deps import SessionDep
 from control.errors import InvalidRequest
 from control.models import IdempotencyRecord
+from control.repository import idempotency_record
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 REDACTED = "<redacted: shown once at creation>"
@@ -112,12 +112,7 @@ async def idempotency(
     body = await request.body()
     digest = hashlib.sha256(b"POST\n" + request.url.path.encode() + b"\n" + body).hexdigest()
     if idempotency_key is not None:
-        record = session.scalar(
-            select(IdempotencyRecord).where(
-                IdempotencyRecord.actor == principal.actor,
-                IdempotencyRecord.key == idempotency_key,
-            )
-        )
+        record = idempotency_record(session, principal.actor, idempotency_key)
         if record is not None:
             if record.request_hash != digest:
                 raise InvalidRequest(

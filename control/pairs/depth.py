@@ -5,27 +5,18 @@ the same stages (offline evaluation, shadow, canary)."""
 from collections.abc import Sequence
 from pathlib import Path
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
 from control.errors import Conflict
-from control.models import DepthRecommendation, PairVersion
+from control.models import PairVersion
+from control.pairs import repository as repo
 from control.pairs.schemas import PairVersionCreate
 from control.pairs.service import get_version, register_version
 
 
 class NoDepthAdvice(Conflict):
     code = "missing_evidence"
-
-
-def latest_advice(session: Session, pair_version_id: int) -> DepthRecommendation | None:
-    return session.scalar(
-        select(DepthRecommendation)
-        .where(DepthRecommendation.pair_version_id == pair_version_id)
-        .order_by(DepthRecommendation.id.desc())
-        .limit(1)
-    )
 
 
 def suggest_depth(
@@ -38,7 +29,7 @@ def suggest_depth(
 ) -> PairVersion:
     """Register the sibling of `version_id` at the depth the latest advice recommends."""
     version = get_version(session, pair_id, version_id)
-    advice = latest_advice(session, version.id)
+    advice = repo.latest_depth_advice(session, version.id)
     if advice is None:
         raise NoDepthAdvice(
             f"no depth advice for pair version {version.id} yet: the automation advises from a "

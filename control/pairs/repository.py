@@ -4,7 +4,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from control.contract import EXPOSING_STATES
-from control.models import Pair, PairVersion, Rollout
+from control.models import DepthRecommendation, Pair, PairVersion, Rollout
 
 
 def list_pairs(session: Session) -> list[Pair]:
@@ -42,4 +42,13 @@ def exposing_rollout_names(session: Session, pair_version_id: int) -> list[str]:
                 Rollout.state.in_([s.value for s in EXPOSING_STATES]),
             )
         )
+    )
+
+
+def latest_depth_advice(session: Session, pair_version_id: int) -> DepthRecommendation | None:
+    return session.scalar(
+        select(DepthRecommendation)
+        .where(DepthRecommendation.pair_version_id == pair_version_id)
+        .order_by(DepthRecommendation.id.desc())
+        .limit(1)
     )
