@@ -97,6 +97,15 @@ class ControlSettings(BaseSettings):
             "intervals) counts as unhealthy in the snapshot."
         ),
     )
+    worker_restart_grace_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description=(
+            "After the control plane starts, how long no worker counts as stale (about one "
+            "agent heartbeat interval): staleness is judged from heartbeats received since "
+            "the restart, not from an outage of control itself."
+        ),
+    )
     kv_cache_high_usage: float = Field(
         default=0.9,
         gt=0,

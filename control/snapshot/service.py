@@ -46,9 +46,17 @@ class SnapshotService:
         ttl_seconds: float,
         stale_after: timedelta,
         quota_weights: QuotaWeights,
+        started_at: datetime | None = None,
+        restart_grace: timedelta = timedelta(0),
     ) -> None:
         self.ttl_seconds = ttl_seconds
         self.stale_after = stale_after
+        # NOTE: a worker's silence while control itself was down says nothing about the
+        # worker: until `restart_grace` after the start, nobody counts as stale, so the
+        # first snapshots after an outage do not empty every pool. (A worker that
+        # really died is then caught by the gateway's breaker, and by the sweep once
+        # the grace is over.)
+        self.grace_until = started_at + restart_grace if started_at is not None else None
         self.quota_weights = quota_weights
         self.compilations = 0
         self._lock = threading.Lock()
@@ -60,13 +68,20 @@ class SnapshotService:
             ttl_seconds=settings.snapshot_ttl_seconds,
             stale_after=timedelta(seconds=settings.worker_stale_after_seconds),
             quota_weights=settings.quota_weights,
+            started_at=utcnow(),
+            restart_grace=timedelta(seconds=settings.worker_restart_grace_seconds),
         )
+
+    def in_restart_grace(self, now: datetime) -> bool:
+        return self.grace_until is not None and now < self.grace_until
 
     def current_stamp(
         self, session: Session, *, now: datetime | None = None
     ) -> tuple[int, datetime | None]:
         """Version and bump time after sweeping stale workers (which may bump it)."""
-        sweep_stale_workers(session, stale_after=self.stale_after, now=now or utcnow())
+        now = now or utcnow()
+        if not self.in_restart_grace(now):
+            sweep_stale_workers(session, stale_after=self.stale_after, now=now)
         return read_version_stamp(session)
 
     def current(self, session: Session, *, now: datetime | None = None) -> CompiledSnapshot:
@@ -86,12 +101,16 @@ class SnapshotService:
             cached = self._cached
         if cached is not None and (cached.version, cached.bumped_at) == stamp:
             return cached
+        now = now or utcnow()
+        # During the restart grace no worker is stale by age (its own healthy flag
+        # still counts); the first sweep after the grace bumps the version if any is.
+        stale_after = timedelta.max if self.in_restart_grace(now) else self.stale_after
         snapshot = compile_snapshot(
             session,
             version=version,
-            now=now or utcnow(),
+            now=now,
             ttl_seconds=self.ttl_seconds,
-            stale_after=self.stale_after,
+            stale_after=stale_after,
             quota_weights=self.quota_weights,
         )
         compiled = CompiledSnapshot(
