@@ -40,6 +40,24 @@ def train_tiny(
     )
 
 
+def heavy_pair(
+    out: Path = typer.Option(
+        Path("data/pairs/tiny-heavy"), "--out", help="Directory that receives target/ and draft/."
+    ),
+    extra_layers: int = typer.Option(
+        40, "--extra-layers", min=0, help="Zero-output blocks appended to the target."
+    ),
+    pair_dir: Path = typer.Option(DEFAULT_OUT, "--pair-dir", help="The pair to derive from."),
+) -> None:
+    """Derive the cost-realistic pair: the tiny target plus zero-output blocks (same
+    distribution, real weight traffic per step) and the tiny draft. Seconds; no download."""
+    from engine.tiny.heavy import build_heavy_pair
+
+    root = build_heavy_pair(pair_dir, out, extra_layers)
+    typer.echo(f"cost-realistic pair under {root} (target: {extra_layers} extra layers)")
+
+
 def register(app: typer.Typer) -> None:
     """Add this area's commands to `specroute engine`."""
     app.command("train-tiny")(train_tiny)
+    app.command("heavy-pair")(heavy_pair)
