@@ -51,6 +51,13 @@ class PairVersionSpec(BaseModel):
     draft_sample_method: str = Field(default="greedy", description="greedy or probabilistic.")
     adapter_id: str | None = None
     capabilities: PairCapabilities = Field(default_factory=PairCapabilities)
+    engine_version: str | None = Field(
+        default=None,
+        description=(
+            "The engine version the pair was validated on; spec workers reporting another "
+            "are not used for it (decision reason engine_version_mismatch). None: any."
+        ),
+    )
 
 
 class WorkerSpec(BaseModel):
@@ -63,6 +70,7 @@ class WorkerSpec(BaseModel):
     running: int = 0
     waiting: int = 0
     last_heartbeat_at: datetime | None = None
+    engine_version: str | None = Field(default=None, description="As the agent reported it.")
 
 
 class PoolSnapshot(BaseModel):

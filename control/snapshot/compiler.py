@@ -40,6 +40,7 @@ def pair_version_spec(pv: PairVersion) -> PairVersionSpec:
         draft_sample_method=pv.draft_sample_method,
         adapter_id=pv.adapter_id,
         capabilities=PairCapabilities.model_validate(pv.capabilities or {}),
+        engine_version=pv.engine_version,
     )
 
 
@@ -54,6 +55,7 @@ def worker_spec(worker: Worker, now: datetime, stale_after: timedelta) -> Worker
         running=worker.running,
         waiting=worker.waiting,
         last_heartbeat_at=worker.last_heartbeat_at,
+        engine_version=worker.engine_version,
     )
 
 

@@ -37,6 +37,8 @@ def _routing_view(worker: Worker) -> dict[str, Any]:
         "endpoint_url": worker.endpoint_url,
         "healthy": worker.healthy,
         "draft_loaded": worker.draft_loaded,
+        # NOTE: gateways keep a pair version off workers of another engine version.
+        "engine_version": worker.engine_version,
     }
 
 

@@ -20,6 +20,7 @@ from gateway.decision.features import spec_incompatibility
 from gateway.decision.reasons import DecisionReason as R
 from gateway.errors import ModelNotFound, PermissionDenied, ServiceUnavailable
 from gateway.proxy.schemas import SamplingParams
+from gateway.routing.balancer import runs_version
 
 Override = Literal["on", "off"]
 
@@ -80,6 +81,14 @@ class DecisionInput:
     override: Override | None = None
     # Samples the shadow's mirrored share per request (the cohort key when absent).
     request_id: str | None = None
+
+
+def _engine_version_mismatch(pool: PoolSnapshot | None, pair: PairVersionSpec | None) -> bool:
+    """The pair names an engine version and no healthy worker of its pool runs it."""
+    if pool is None or pair is None or pair.engine_version is None:
+        return False
+    healthy = pool.healthy_workers()
+    return bool(healthy) and not any(runs_version(w, pair.engine_version) for w in healthy)
 
 
 def _pool(snapshot: PolicySnapshot, pool_id: int, model: str) -> PoolSnapshot | None:
@@ -153,9 +162,12 @@ def decide(inp: DecisionInput) -> Decision:
     capabilities = spec_pair.capabilities if spec_pair is not None else PairCapabilities()
     incompatible = spec_incompatibility(inp.body, capabilities)
 
+    version_mismatch = _engine_version_mismatch(spec_pool, spec_pair)
     arm, reason = _rollout_arm(inp, segment, rollout)
     if arm is Arm.SPEC and incompatible is not None:
         arm, reason = Arm.BASELINE, R.INCOMPATIBLE_PARAMETER
+    elif arm is Arm.SPEC and version_mismatch:
+        arm, reason = Arm.BASELINE, R.ENGINE_VERSION_MISMATCH
     if inp.override is not None:
         if not inp.tenant.override_allowed:
             raise PermissionDenied(
@@ -167,6 +179,8 @@ def decide(inp: DecisionInput) -> Decision:
             arm, reason = Arm.BASELINE, R.OVERRIDE_HEADER
         elif incompatible is not None:
             arm, reason = Arm.BASELINE, R.INCOMPATIBLE_PARAMETER
+        elif version_mismatch:
+            arm, reason = Arm.BASELINE, R.ENGINE_VERSION_MISMATCH
         elif spec_pool is not None:
             arm, reason = Arm.SPEC, R.OVERRIDE_HEADER
     stale = inp.snapshot_age_s > snap.ttl_seconds
@@ -179,7 +193,7 @@ def decide(inp: DecisionInput) -> Decision:
     # lands there, not even as a fallback.
     # Nor does anything while the snapshot is stale: the spec pool may have been
     # disabled since (memory pressure, draft gone) and we would not know.
-    if other is spec_pool and (incompatible is not None or stale):
+    if other is spec_pool and (incompatible is not None or stale or version_mismatch):
         other = None
     decision = Decision(
         arm=arm,

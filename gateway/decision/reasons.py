@@ -9,6 +9,9 @@ class DecisionReason(StrEnum):
     COHORT_BASELINE = "cohort_baseline"
     HOLDOUT = "holdout"  # a full rollout's baseline holdout cohort
     INCOMPATIBLE_PARAMETER = "incompatible_parameter"
+    # The pair version was validated on another engine version than its healthy spec
+    # workers report: never served there (neither as the arm nor as a fallback).
+    ENGINE_VERSION_MISMATCH = "engine_version_mismatch"
     OVERRIDE_HEADER = "override_header"
     SNAPSHOT_STALE = "snapshot_stale"
     POOL_UNAVAILABLE = "pool_unavailable"

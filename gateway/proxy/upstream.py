@@ -78,7 +78,8 @@ async def open_upstream(
     current: Decision | None = decision
     while current is not None:
         tried: set[str] = set()
-        while (lease := balancer.acquire(current.pool, tried)) is not None:
+        version = current.pair.engine_version if current.pair is not None else None
+        while (lease := balancer.acquire(current.pool, tried, version)) is not None:
             tried.add(lease.worker.id)
             try:
                 async with asyncio.timeout(header_timeout_s):

@@ -59,18 +59,25 @@ class Balancer:
     def outstanding(self, worker_id: str) -> int:
         return self._outstanding.get(worker_id, 0)
 
-    def candidates(self, pool: PoolSnapshot, exclude: set[str]) -> list[WorkerSpec]:
-        """Usable workers, fewest outstanding first; ties rotate so load spreads."""
+    def candidates(
+        self, pool: PoolSnapshot, exclude: set[str], engine_version: str | None = None
+    ) -> list[WorkerSpec]:
+        """Usable workers, fewest outstanding first; ties rotate so load spreads. With
+        `engine_version`, only workers that report that version (the pair's)."""
         usable = [
-            w for w in pool.healthy_workers() if w.id not in exclude and self.breaker(w).allows()
+            w
+            for w in pool.healthy_workers()
+            if w.id not in exclude and runs_version(w, engine_version) and self.breaker(w).allows()
         ]
         n = max(len(usable), 1)
         shift = next(self._tiebreak) % n
         order = {w.id: (i - shift) % n for i, w in enumerate(usable)}
         return sorted(usable, key=lambda w: (self.outstanding(w.id), order[w.id]))
 
-    def acquire(self, pool: PoolSnapshot, exclude: set[str]) -> Lease | None:
-        usable = self.candidates(pool, exclude)
+    def acquire(
+        self, pool: PoolSnapshot, exclude: set[str], engine_version: str | None = None
+    ) -> Lease | None:
+        usable = self.candidates(pool, exclude, engine_version)
         if not usable:
             return None
         worker = usable[0]
@@ -91,3 +98,9 @@ class Balancer:
             self._outstanding.pop(lease.worker.id, None)
         if self._on_outstanding is not None:
             self._on_outstanding(lease.pool.name, lease.worker.id, n)
+
+
+def runs_version(worker: WorkerSpec, engine_version: str | None) -> bool:
+    """Whether `worker` may serve a pair validated on `engine_version` (None: any). A
+    worker that reports no version is trusted (older agents do not send one)."""
+    return engine_version is None or worker.engine_version in (None, engine_version)

@@ -42,6 +42,8 @@ def make_snapshot(
     capabilities: PairCapabilities | None = None,
     with_rollout: bool = True,
     holdout_percentage: float = 0.0,
+    pair_engine_version: str | None = None,
+    spec_engine_versions: list[str | None] | None = None,
 ) -> PolicySnapshot:
     pair = PairVersionSpec(
         id=PAIR_ID,
@@ -53,11 +55,20 @@ def make_snapshot(
         target_ref="engine/tiny_pair/target",
         draft_ref="engine/tiny_pair/draft",
         capabilities=capabilities or PairCapabilities(),
+        engine_version=pair_engine_version,
     )
 
-    def workers(pool_id: int, urls: list[str]) -> list[WorkerSpec]:
+    def workers(
+        pool_id: int, urls: list[str], versions: list[str | None] | None = None
+    ) -> list[WorkerSpec]:
         return [
-            WorkerSpec(id=f"p{pool_id}-w{i}", pool_id=pool_id, endpoint_url=u, healthy=True)
+            WorkerSpec(
+                id=f"p{pool_id}-w{i}",
+                pool_id=pool_id,
+                endpoint_url=u,
+                healthy=True,
+                engine_version=versions[i] if versions else None,
+            )
             for i, u in enumerate(urls)
         ]
 
@@ -68,7 +79,7 @@ def make_snapshot(
             served_model_name=model,
             target_ref="engine/tiny_pair/target",
             pair_version_id=PAIR_ID,
-            workers=workers(SPEC_POOL, spec_urls),
+            workers=workers(SPEC_POOL, spec_urls, spec_engine_versions),
         ),
         PoolSnapshot(
             id=BASELINE_POOL,

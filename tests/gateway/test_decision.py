@@ -258,3 +258,40 @@ def test_shadow_serves_baseline_and_mirrors_its_sampled_share() -> None:
     # Other non-exposing states never mirror.
     assert _decide(state=RolloutState.OFFLINE).mirror is None
     assert _decide(state=RolloutState.OFFLINE).reason is R.ROLLOUT_INACTIVE
+
+
+def test_a_pair_is_never_served_by_workers_of_another_engine_version() -> None:
+    # Every healthy spec worker runs another engine version than the pair was
+    # validated on: baseline, with its own reason, and no fallback onto the spec pool.
+    d = _decide(pair_engine_version="0.31.0", spec_engine_versions=["0.32.0"])
+    assert (d.arm, d.reason, d.pool.id) == (
+        Arm.BASELINE,
+        R.ENGINE_VERSION_MISMATCH,
+        BASELINE_POOL,
+    )
+    assert d.fallback is None
+    assert d.header() == "arm=baseline; reason=engine_version_mismatch"
+    d = _decide(
+        pair_engine_version="0.31.0", spec_engine_versions=["0.32.0"], tenant="ops", override="on"
+    )
+    assert d.reason is R.ENGINE_VERSION_MISMATCH
+    # Matching (or unreported) versions keep the spec arm.
+    assert _decide(pair_engine_version="0.32.0", spec_engine_versions=["0.32.0"]).arm is Arm.SPEC
+    assert _decide(pair_engine_version="0.32.0", spec_engine_versions=[None]).arm is Arm.SPEC
+    assert _decide(spec_engine_versions=["0.99"]).arm is Arm.SPEC  # the pair names none
+
+
+def test_the_balancer_skips_workers_of_another_engine_version() -> None:
+    from gateway.routing.balancer import Balancer
+
+    snapshot = make_snapshot(
+        spec_urls=["http://a:1", "http://b:1"],
+        baseline_urls=BASE,
+        pair_engine_version="0.32.0",
+        spec_engine_versions=["0.31.0", "0.32.0"],
+    )
+    spec = next(p for p in snapshot.pools if p.id == SPEC_POOL)
+    balancer = Balancer(breaker_threshold=3, breaker_cooldown_s=1.0)
+    chosen = {balancer.candidates(spec, set(), "0.32.0")[0].endpoint_url for _ in range(5)}
+    assert chosen == {"http://b:1"}
+    assert len(balancer.candidates(spec, set())) == 2

@@ -58,7 +58,9 @@ def test_first_beat_registers_then_later_beats_update(
         process_memory_bytes=123456,
         spec={"num_drafts": 10, "num_draft_tokens": 30, "num_accepted_tokens": 21},
     )
-    assert second == {"worker_id": "w1", "registered": False, "snapshot_version": start + 1}
+    # Load changes alone do not bump; the engine version now reported does (gateways
+    # keep a pair version off workers of another engine version).
+    assert second == {"worker_id": "w1", "registered": False, "snapshot_version": start + 2}
 
     session.expire_all()
     worker = session.get(Worker, "w1")
@@ -69,13 +71,15 @@ def test_first_beat_registers_then_later_beats_update(
     assert (worker.engine_version, worker.process_memory_bytes) == ("0.32.0", 123456)
     assert worker.spec_counters is not None and worker.spec_counters["num_accepted_tokens"] == 21
     assert worker.last_heartbeat_at >= worker.first_seen_at
-    (register,) = _audit(session, "w1")
+    register, upgrade = _audit(session, "w1")
     assert register[0] == "worker.register"
+    assert (upgrade[1]["engine_version"], upgrade[2]["engine_version"]) == (None, "0.32.0")
     assert register[2] == {
         "pool_id": world.spec_pool.id,
         "endpoint_url": "http://127.0.0.1:8101",
         "healthy": True,
         "draft_loaded": True,
+        "engine_version": None,
     }
 
 
