@@ -133,13 +133,13 @@ def distill(
     """Train (or resume) and write the draft to `out`; returns the training summary."""
     torch.manual_seed(cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
-    target = AutoModelForCausalLM.from_pretrained(str(target_dir), torch_dtype=torch.float32)
+    target = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32)
     target.requires_grad_(False)
     layers = cfg.layers or max(1, target.config.num_hidden_layers // 4)
     out.mkdir(parents=True, exist_ok=True)
     resume = latest_checkpoint(out)
     if resume is not None:
-        draft = AutoModelForCausalLM.from_pretrained(str(resume), torch_dtype=torch.float32)
+        draft = AutoModelForCausalLM.from_pretrained(str(resume), dtype=torch.float32)
     else:
         draft = draft_from_target(target_dir, target, layers)
     optimizer = torch.optim.AdamW(draft.parameters(), lr=cfg.learning_rate)

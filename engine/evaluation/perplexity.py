@@ -19,7 +19,7 @@ def draft_perplexity(draft_dir: str | Path, texts: list[tuple[str, str]]) -> flo
     if not texts:
         return None
     tokenizer = AutoTokenizer.from_pretrained(str(draft_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(draft_dir), torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(draft_dir), dtype=torch.float32)
     total_nll, total_tokens = 0.0, 0
     with torch.no_grad():
         for prompt, completion in texts:
