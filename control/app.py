@@ -29,6 +29,7 @@ def admin_router() -> APIRouter:
     from control.evaluations.endpoints import router as evaluations
     from control.pairs.endpoints import router as pairs
     from control.pools.endpoints import router as pools
+    from control.requests.endpoints import router as requests
     from control.rollouts.endpoints import router as rollouts
     from control.segments.endpoints import router as segments
     from control.telemetry.endpoints import router as telemetry
@@ -46,6 +47,7 @@ def admin_router() -> APIRouter:
         evaluations,
         decisions,
         telemetry,
+        requests,
         audit,
         automation,
     ):

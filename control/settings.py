@@ -227,6 +227,20 @@ class ControlSettings(BaseSettings):
             roots.append(Path(override))
         return [root.resolve() for root in roots]
 
+    request_record_retention_days: float = Field(
+        default=7.0,
+        gt=0,
+        description=(
+            "Per-request records older than this are deleted by the retention job "
+            "(fractions of a day allowed)."
+        ),
+    )
+    request_retention_interval_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Beat interval of the job that deletes request records past retention.",
+    )
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url

@@ -41,6 +41,7 @@ def build_state(settings: GatewaySettings) -> GatewayState:
             settings.gateway_id,
             settings.telemetry_window_seconds,
             settings.telemetry_max_pending_windows,
+            max_records_per_window=settings.telemetry_max_records_per_window,
         ),
         quota=make_quota_limiter(
             settings.redis_url,

@@ -152,6 +152,15 @@ class GatewaySettings(BaseSettings):
         gt=0,
         description="Shadow stage: a mirrored request still running after this is cancelled.",
     )
+    telemetry_max_records_per_window: int = Field(
+        default=1000,
+        ge=0,
+        description=(
+            "Per-request records (sampled per tenant) shipped per telemetry window; beyond, "
+            "records are counted as dropped (the window's counts still hold every request). "
+            "Memory while control is down: at most this times the pending windows."
+        ),
+    )
     breaker_failure_threshold: int = Field(
         default=3,
         ge=1,

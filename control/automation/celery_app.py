@@ -71,6 +71,10 @@ def beat_schedule(settings: ControlSettings) -> dict[str, dict[str, Any]]:
             "task": f"{TASK_PREFIX}.depth_advice",
             "schedule": timedelta(seconds=settings.depth_interval_seconds),
         },
+        "request-retention": {
+            "task": f"{TASK_PREFIX}.purge_request_records",
+            "schedule": timedelta(seconds=settings.request_retention_interval_seconds),
+        },
     }
 
 

@@ -7,13 +7,16 @@ rollout: a sweep is cheap, and a lost sweep is simply repeated by the next beat.
 """
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, cast
 
+from control import clock
 from control.automation import jobs
 from control.automation.celery_app import TASK_PREFIX, AutomationCelery
 from control.automation.flips import Outcome
 from control.contract import EXPOSING_STATES, RolloutState
 from control.db import Database
+from control.requests.service import purge_expired
 from control.settings import ControlSettings
 
 Result = dict[str, Any]
@@ -49,6 +52,14 @@ def _sweep(
     return run
 
 
+def _purge_request_records(self: Any) -> Result:
+    """Retention: delete per-request records older than the configured period."""
+    app, _task_id = _context(self)
+    days = app.specroute_settings.request_record_retention_days
+    deleted = purge_expired(app.database, retention=timedelta(days=days), now=clock.now())
+    return {"deleted": deleted, "retention_days": days}
+
+
 TASKS: dict[str, Callable[..., Any]] = {
     "evaluate_canary": _one(jobs.evaluate_canary),
     "evaluate_canaries": _sweep(jobs.evaluate_canary, jobs.EVALUATED_STATES),
@@ -60,6 +71,7 @@ TASKS: dict[str, Callable[..., Any]] = {
     "probation_sweep": _sweep(jobs.probation_rollout, (RolloutState.DISABLED,)),
     "advise_depth": _one(jobs.advise_rollout_depth),
     "depth_advice": _sweep(jobs.advise_rollout_depth, EXPOSING_STATES),
+    "purge_request_records": _purge_request_records,
 }
 
 

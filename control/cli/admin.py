@@ -282,9 +282,19 @@ def thresholds_create(
 
 
 @tenant_app.command("create")
-def tenant_create(name: str, override_allowed: bool = False) -> None:
+def tenant_create(
+    name: str,
+    override_allowed: bool = False,
+    request_sample_rate: float = typer.Option(
+        1.0, min=0.0, max=1.0, help="Share of requests that get a per-request record."
+    ),
+) -> None:
     """Create a tenant."""
-    body = {"name": name, "override_allowed": override_allowed}
+    body = {
+        "name": name,
+        "override_allowed": override_allowed,
+        "request_sample_rate": request_sample_rate,
+    }
     _print(api().request("POST", "/tenants", json=body))
 
 
@@ -617,5 +627,89 @@ def evaluations(
             speedups,
             "" if ppl is None else f"{ppl:.2f}",
             str(len(e["stale_case_keys"])),
+        )
+    console.print(table)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+@app.command("request")
+def request_show(
+    request_id: str,
+    as_json: bool = typer.Option(False, "--json", help="The whole record as JSON."),
+) -> None:
+    """One request's story: who, which segment and rollout, arm and why, where it ran,
+    its sampling settings, tokens, acceptance, latency and outcome (never its text)."""
+    r = api().request("GET", f"/requests/{request_id}")
+    if as_json:
+        _print(r)
+        return
+    pair = f"{r['pair']} (version id {r['pair_version_id']})" if r["pair"] else "-"
+    rollout = f"{r['rollout_id']} (version {r['rollout_version']})" if r["rollout_id"] else "none"
+    segment = f"{r['segment']} ({r['segment_id']})" if r["segment_id"] else "none"
+    adapter = f", adapter {r['adapter']}" if r["adapter"] else ""
+    stream = " stream" if r["stream"] else ""
+    sampling = ", ".join(f"{k}={v}" for k, v in r["sampling"].items() if v not in (None, 0, False))
+    accepted = (
+        f"{r['accepted_tokens']}/{r['drafted_tokens']} drafted tokens in {r['drafts']} drafts, "
+        f"per position {r['accepted_per_position']}"
+        if r["drafts"]
+        else "no speculation"
+    )
+    error = f" ({r['error_code']})" if r["error_code"] else ""
+    lines = [
+        f"request    {r['request_id']}  received {r['received_at']}",
+        f"tenant     {r['tenant']} ({r['tenant_id']})",
+        f"asked      {r['endpoint']}{stream}, model {r['model']}{adapter}",
+        f"sampling   {sampling or 'defaults'}",
+        f"segment    {segment}",
+        f"rollout    {rollout}",
+        f"decision   arm={r['arm']} reason={r['reason']}, pair {pair}",
+        f"served by  pool {r['pool_id']}, worker {r['worker_id'] or '-'}, "
+        f"engine {r['engine_version'] or '-'}, gateway {r['gateway_id']}",
+        f"tokens     prompt {r['prompt_tokens']}, completion {r['completion_tokens']}",
+        f"accepted   {accepted}",
+        f"latency    TTFT {_ms(r['ttft_ms'])}, TPOT {_ms(r['tpot_ms'])}, "
+        f"end-to-end {_ms(r['e2e_ms'])}",
+        f"outcome    {r['outcome']} HTTP {r['http_status']}{error}",
+    ]
+    typer.echo("\n".join(lines))
+
+
+@app.command("requests")
+def requests_list(
+    tenant: str | None = typer.Option(None, help="Tenant name."),
+    segment: int | None = typer.Option(None, help="Segment id."),
+    arm: str | None = typer.Option(None, help="spec or baseline."),
+    outcome: str | None = typer.Option(None, help="ok, error or cancelled."),
+    since: str | None = typer.Option(None, help="Received at or after (ISO 8601, UTC)."),
+    until: str | None = typer.Option(None, help="Received before (ISO 8601, UTC)."),
+    limit: int = 20,
+) -> None:
+    """Latest request records, newest first, filtered."""
+    params: dict[str, Any] = {"limit": limit}
+    for key, value in (
+        ("tenant", tenant),
+        ("segment_id", segment),
+        ("arm", arm),
+        ("outcome", outcome),
+        ("since", since),
+        ("until", until),
+    ):
+        if value is not None:
+            params[key] = value
+    table = Table("request", "received", "tenant", "segment", "arm", "reason", "status", "e2e")
+    for r in api().request("GET", "/requests", params=params)["items"]:
+        table.add_row(
+            r["request_id"],
+            r["received_at"][:19],
+            r["tenant"],
+            r["segment"] or "-",
+            r["arm"],
+            r["reason"],
+            str(r["http_status"]),
+            _ms(r["e2e_ms"]),
         )
     console.print(table)

@@ -8,6 +8,7 @@ from control.contract.errors import ErrorBody, ErrorDetail
 from control.contract.features import Arm, RequestFeatures, SegmentSelector
 from control.contract.heartbeat import HeartbeatAck, SpecCounters, WorkerHeartbeat
 from control.contract.pool import PoolSpec, SpeculativeConfig
+from control.contract.requests import RequestRecordDoc, SamplingSummary, StructuredKind
 from control.contract.snapshot import (
     EXPOSING_STATES,
     PairCapabilities,
@@ -61,12 +62,15 @@ __all__ = [
     "QuotaWeights",
     "RequestAcceptance",
     "RequestFeatures",
+    "RequestRecordDoc",
     "RolloutSpec",
     "RolloutState",
+    "SamplingSummary",
     "SegmentSelector",
     "SegmentSpec",
     "SpecCounters",
     "SpeculativeConfig",
+    "StructuredKind",
     "TelemetryAck",
     "TelemetryBatch",
     "TelemetryWindow",

@@ -133,6 +133,12 @@ class TenantSpec(BaseModel):
         default=False, description="May use the x-specroute-speculation header."
     )
     quota: QuotaSpec = Field(default_factory=QuotaSpec)
+    request_sample_rate: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of the tenant's requests that get a per-request record.",
+    )
 
 
 class QuotaWeights(BaseModel):

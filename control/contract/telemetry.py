@@ -16,6 +16,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field, field_validator
 
 from control.contract.features import Arm
+from control.contract.requests import RequestRecordDoc
 
 # Fixed log-spaced upper bucket edges in milliseconds: 10 buckets per decade from
 # 0.1 ms to 100 s. counts[i] holds samples <= edge[i] (and > edge[i-1]); the last
@@ -145,8 +146,15 @@ class TelemetryBatch(BaseModel):
     gateway_id: str = Field(min_length=1, max_length=200)
     window_start: datetime
     windows: list[TelemetryWindow]
+    requests: list[RequestRecordDoc] = Field(
+        default_factory=list, description="Sampled per-request records finished in the window."
+    )
+    requests_dropped: int = Field(
+        default=0, ge=0, description="Sampled records over the per-window cap, not sent."
+    )
 
 
 class TelemetryAck(BaseModel):
     stored: int
     duplicates: int
+    requests_stored: int = Field(default=0, description="Per-request records stored.")

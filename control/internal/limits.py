@@ -28,6 +28,35 @@ _WINDOW_INT_FIELDS = (
 )
 
 
+_RECORD_INT_FIELDS = (
+    "tenant_id",
+    "segment_id",
+    "rollout_id",
+    "rollout_version",
+    "pair_version_id",
+    "pool_id",
+    "prompt_tokens",
+    "completion_tokens",
+    "drafts",
+    "drafted_tokens",
+    "accepted_tokens",
+)
+_RECORD_TEXT_FIELDS = (
+    "request_id",
+    "tenant",
+    "model",
+    "adapter",
+    "segment",
+    "pair",
+    "reason",
+    "worker_id",
+    "engine_version",
+    "error_code",
+)
+# Per-request records in one batch: a gateway sends at most its per-window cap.
+MAX_RECORDS_PER_BATCH = 20_000
+
+
 def check_text(value: str | None, *, param: str, max_length: int) -> None:
     if value is None:
         return
@@ -66,3 +95,13 @@ def check_batch(batch: TelemetryBatch) -> None:
     for i, window in enumerate(batch.windows):
         for name in _WINDOW_INT_FIELDS:
             check_int_range(getattr(window, name), param=f"windows.{i}.{name}")
+    if len(batch.requests) > MAX_RECORDS_PER_BATCH:
+        raise InvalidRequest(
+            f"requests: at most {MAX_RECORDS_PER_BATCH} records per batch",
+            details={"param": "requests"},
+        )
+    for i, record in enumerate(batch.requests):
+        for name in _RECORD_INT_FIELDS:
+            check_int_range(getattr(record, name), param=f"requests.{i}.{name}")
+        for name in _RECORD_TEXT_FIELDS:
+            check_text(getattr(record, name), param=f"requests.{i}.{name}", max_length=256)

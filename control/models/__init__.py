@@ -6,6 +6,7 @@ from control.models.evaluations import EvalCase, EvalSet, OfflineEvaluation
 from control.models.pairs import Pair, PairVersion
 from control.models.pools import Pool, Worker
 from control.models.recommendations import DepthRecommendation
+from control.models.requests import RequestRecordRow
 from control.models.rollouts import Rollout
 from control.models.segments import Segment
 from control.models.state import IdempotencyRecord, SnapshotState
@@ -27,6 +28,7 @@ __all__ = [
     "Pair",
     "PairVersion",
     "Pool",
+    "RequestRecordRow",
     "Rollout",
     "Segment",
     "SnapshotState",

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, String
+from sqlalchemy import JSON, Float, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from control.models.base import Base, utcnow
@@ -17,6 +17,8 @@ class Tenant(Base):
     allowed_models: Mapped[list[str] | None] = mapped_column(JSON)
     override_allowed: Mapped[bool] = mapped_column(default=False)
     weighted_tokens_per_minute: Mapped[int | None]
+    # Share of the tenant's requests that get a per-request record (1.0: all).
+    request_sample_rate: Mapped[float] = mapped_column(Float, default=1.0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -110,6 +110,7 @@ def tenant_spec(tenant: Tenant) -> TenantSpec:
         allowed_models=tenant.allowed_models,
         override_allowed=tenant.override_allowed,
         quota=QuotaSpec(weighted_tokens_per_minute=tenant.weighted_tokens_per_minute),
+        request_sample_rate=tenant.request_sample_rate,
     )
 
 

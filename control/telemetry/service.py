@@ -17,6 +17,7 @@ from control.contract import (
     TelemetryWindow,
 )
 from control.models import TelemetryWindowRow
+from control.requests.service import store_records
 from control.stats.windows import WindowTotals, combine_windows
 from control.telemetry import repository
 
@@ -74,6 +75,7 @@ def ingest_batch(session: Session, batch: TelemetryBatch) -> TelemetryAck:
     new batch, a window whose key is already stored counts as a duplicate."""
     total = len(batch.windows)
     if not repository.claim_batch(session, batch.gateway_id, as_utc(batch.window_start), total):
+        # NOTE: the claim covers the batch's request records too: a replay stores none.
         return TelemetryAck(stored=0, duplicates=total)
     wanted = {w.rollout_id for w in batch.windows if w.rollout_id is not None}
     known = repository.existing_rollout_ids(session, wanted)
@@ -84,7 +86,15 @@ def ingest_batch(session: Session, batch: TelemetryBatch) -> TelemetryAck:
     stored = repository.insert_windows(
         session, [row_values(batch.gateway_id, w, known) for w in batch.windows]
     )
-    return TelemetryAck(stored=stored, duplicates=total - stored)
+    records = store_records(session, batch.gateway_id, batch.requests)
+    if batch.requests_dropped:
+        log.warning(
+            "gateway %s dropped %d request records of window %s (over its per-window cap)",
+            batch.gateway_id,
+            batch.requests_dropped,
+            batch.window_start.isoformat(),
+        )
+    return TelemetryAck(stored=stored, duplicates=total - stored, requests_stored=records)
 
 
 def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:

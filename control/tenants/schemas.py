@@ -8,6 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from control.credentials import Scope
 
+SAMPLE_RATE_DESCRIPTION = (
+    "Share of the tenant's requests that get a per-request record (no text), 0 to 1."
+)
+
 Name = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -18,6 +22,9 @@ class TenantCreate(BaseModel):
     allowed_models: list[str] | None = Field(default=None, description="None: every model.")
     override_allowed: bool = False
     weighted_tokens_per_minute: int | None = Field(default=None, ge=1, le=2_000_000_000)
+    request_sample_rate: float = Field(
+        default=1.0, ge=0.0, le=1.0, description=SAMPLE_RATE_DESCRIPTION
+    )
 
 
 class TenantUpdate(BaseModel):
@@ -26,6 +33,9 @@ class TenantUpdate(BaseModel):
     allowed_models: list[str] | None = None
     override_allowed: bool | None = None
     weighted_tokens_per_minute: int | None = Field(default=None, ge=1, le=2_000_000_000)
+    request_sample_rate: float | None = Field(
+        default=None, ge=0.0, le=1.0, description=SAMPLE_RATE_DESCRIPTION
+    )
     clear_quota: bool = Field(default=False, description="Remove the token quota.")
 
 
@@ -37,6 +47,7 @@ class Tenant(BaseModel):
     allowed_models: list[str] | None
     override_allowed: bool
     weighted_tokens_per_minute: int | None
+    request_sample_rate: float
     created_at: datetime
     updated_at: datetime
 

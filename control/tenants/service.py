@@ -43,6 +43,7 @@ def tenant_state(t: Tenant) -> dict[str, Any]:
         "allowed_models": t.allowed_models,
         "override_allowed": t.override_allowed,
         "weighted_tokens_per_minute": t.weighted_tokens_per_minute,
+        "request_sample_rate": t.request_sample_rate,
     }
 
 

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from control.contract import PairCapabilities, RequestFeatures
+from control.contract import PairCapabilities, RequestFeatures, SamplingSummary, StructuredKind
 from gateway.proxy.schemas import ChatCompletionBody, SamplingParams
 
 # OpenAI's documented default when the caller leaves temperature out.
@@ -18,6 +18,21 @@ _GUIDED_FIELDS = (
 )
 
 
+# vLLM's structured_outputs keys and guided_* fields, by the kind they ask for.
+_KIND_OF_KEY: dict[str, StructuredKind] = {
+    "json": "json_schema",
+    "json_object": "json_object",
+    "structural_tag": "structural_tag",
+    "regex": "regex",
+    "choice": "choice",
+    "grammar": "grammar",
+    "guided_json": "json_schema",
+    "guided_regex": "regex",
+    "guided_choice": "choice",
+    "guided_grammar": "grammar",
+}
+
+
 def has_structured_output(body: SamplingParams) -> bool:
     rf = body.response_format
     if rf is not None and rf.get("type") in ("json_schema", "json_object", "structural_tag"):
@@ -28,10 +43,53 @@ def has_structured_output(body: SamplingParams) -> bool:
     return any(extra.get(name) is not None for name in _GUIDED_FIELDS)
 
 
-def request_features(body: SamplingParams, *, tenant: str, task: str | None) -> RequestFeatures:
-    max_tokens = body.max_tokens
+def structured_kind(body: SamplingParams) -> StructuredKind | None:
+    """Which kind of structured output the request asks for (the kind, never the schema)."""
+    if not has_structured_output(body):
+        return None
+    rf_type = (body.response_format or {}).get("type")
+    if rf_type == "json_schema":
+        return "json_schema"
+    if rf_type in ("json_object", "structural_tag"):
+        return _KIND_OF_KEY[str(rf_type)]
+    for key, value in (body.structured_outputs or {}).items():
+        if value is not None and key in _KIND_OF_KEY:
+            return _KIND_OF_KEY[key]
+    extra = body.model_extra or {}
+    for name in _GUIDED_FIELDS:
+        if extra.get(name) is not None and name in _KIND_OF_KEY:
+            return _KIND_OF_KEY[name]
+    return "json_schema"  # asked in a spelling not listed above
+
+
+def effective_max_tokens(body: SamplingParams) -> int | None:
     if isinstance(body, ChatCompletionBody) and body.max_completion_tokens is not None:
-        max_tokens = body.max_completion_tokens
+        return body.max_completion_tokens
+    return body.max_tokens
+
+
+def sampling_summary(body: SamplingParams) -> SamplingSummary:
+    """The distribution settings a record keeps: numbers, flags and counts, no text."""
+    stop = body.stop
+    return SamplingSummary(
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=body.top_k,
+        min_p=body.min_p,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        repetition_penalty=body.repetition_penalty,
+        seed_present=body.seed is not None,
+        max_tokens=effective_max_tokens(body),
+        n=body.n,
+        stop_count=(1 if isinstance(stop, str) else len(stop)) if stop else 0,
+        logit_bias_count=len(body.logit_bias or {}),
+        structured_output=structured_kind(body),
+    )
+
+
+def request_features(body: SamplingParams, *, tenant: str, task: str | None) -> RequestFeatures:
+    max_tokens = effective_max_tokens(body)
     return RequestFeatures(
         tenant=tenant,
         task=task,

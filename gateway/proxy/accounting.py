@@ -12,7 +12,7 @@ from gateway.proxy.relay import RelayResult
 from gateway.quota.limiter import Reservation, weighted_cost
 from gateway.routing.balancer import Lease
 from gateway.state import GatewayState
-from gateway.telemetry.record import RequestRecord
+from gateway.telemetry.record import RequestFacts, RequestRecord, Routing
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,7 @@ class Accounting:
     started: float = field(default_factory=time.monotonic)
     decision: Decision | None = None
     lease: Lease | None = None
+    facts: RequestFacts | None = None
     recorded: bool = False
     reservation: Reservation | None = None  # booked at admission, settled at finish
     prompt_estimate: int = 0  # prompt tokens assumed when the engine's usage never came
@@ -76,6 +77,15 @@ class Accounting:
             gateway_load=lease.load_at_dispatch if lease else None,
             engine_running=lease.worker.running if lease else None,
             engine_waiting=lease.worker.waiting if lease else None,
+            facts=self.facts,
+            routing=Routing(
+                rollout_id=d.rollout.id if d.rollout else None,
+                rollout_version=d.rollout.version if d.rollout else None,
+                pair_label=d.pair.label if d.pair else None,
+                pool_id=d.pool.id,
+                engine_version=d.pair.engine_version if d.pair else None,
+            ),
+            error_code=result.error_code,
         )
         self.state.aggregator.record(rec)
         self.state.metrics.observe_request(rec)
@@ -115,8 +125,10 @@ class Accounting:
         self.decision = decision
         self.lease = lease
 
-    async def fail(self, http_status: int) -> None:
-        await self.finish(RelayResult(outcome="error", http_status=http_status))
+    async def fail(self, http_status: int, error_code: str | None = None) -> None:
+        await self.finish(
+            RelayResult(outcome="error", http_status=http_status, error_code=error_code)
+        )
 
     async def _charge(self, cost: float) -> None:
         try:

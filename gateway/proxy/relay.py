@@ -52,6 +52,7 @@ class RelayResult:
     # when speculation verified several in one step). What a client that leaves
     # before the usage chunk is charged for.
     streamed_tokens: int = 0
+    error_code: str | None = None  # the typed error's code when outcome is "error"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -85,6 +86,7 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
         # NOTE: never forwarded (we cannot vet it), and never dropped silently either:
         # a stream of such events used to reach the client as an empty success.
         result.outcome, result.http_status = "error", 502
+        result.error_code = "invalid_engine_event"
         result.extra[INVALID_EVENT] = True
         return _error_frame(
             "The engine sent an event that is not a JSON object",
@@ -93,6 +95,7 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
         )
     if "error" in doc:
         result.outcome, result.http_status = "error", 502
+        result.error_code = "engine_error"  # ours: the engine's message is never kept
         return frame(json.dumps({"error": doc["error"]}).encode())
     choices = doc.get("choices")
     if choices:
@@ -280,12 +283,14 @@ async def relay_stream(
         if isinstance(exc, TimeoutError):
             breaker.release_trial()
             result.outcome, result.http_status = "error", 504
+            result.error_code = "first_token_timeout"
             return UpstreamTimeout(
                 "No first token from the engine in time", code="first_token_timeout"
             )
         if isinstance(exc, EngineEnded | EngineHTTPError):
             breaker.record_failure()
             result.outcome, result.http_status = "error", 502
+            result.error_code = "stream_broken"
             return UpstreamError(
                 "The engine closed the stream before the first token", code="stream_broken"
             )
@@ -321,12 +326,14 @@ async def relay_stream(
                     batch = await _next_batch(response, splitter)
             except TimeoutError:
                 result.outcome, result.http_status = "error", 504
+                result.error_code = "idle_timeout"
                 await _send_error(
                     send, "The engine stalled mid-stream", "timeout_error", "idle_timeout"
                 )
                 return
             except EngineHTTPError:
                 result.outcome, result.http_status = "error", 502
+                result.error_code = "stream_broken"
                 await _send_error(
                     send, "The engine stream broke", "upstream_error", "stream_broken"
                 )
@@ -426,10 +433,12 @@ async def relay_json(
         except TimeoutError as exc:
             opened.lease.breaker.release_trial()
             result.outcome, result.http_status = "error", 504
+            result.error_code = UpstreamTimeout.default_code
             raise UpstreamTimeout("The engine did not finish in time") from exc
         except EngineHTTPError as exc:
             opened.lease.breaker.record_failure()
             result.outcome, result.http_status = "error", 502
+            result.error_code = UpstreamError.default_code
             raise UpstreamError("The engine connection broke") from exc
         finally:
             watch.stop()
@@ -440,9 +449,11 @@ async def relay_json(
             doc = json.loads(content, parse_constant=_refuse_constant)
         except ValueError as exc:
             result.outcome, result.http_status = "error", 502
+            result.error_code = UpstreamError.default_code
             raise UpstreamError("The engine sent an invalid body") from exc
         if not isinstance(doc, dict):
             result.outcome, result.http_status = "error", 502
+            result.error_code = UpstreamError.default_code
             raise UpstreamError("The engine sent an invalid body")
         result.usage = usage_of(doc)
         result.spec = spec_stats(doc) or NO_SPEC

@@ -9,13 +9,14 @@ from fastapi.responses import JSONResponse
 
 from control.contract import TenantSpec
 from gateway.decision.decide import DecisionInput, Override, decide
-from gateway.decision.features import request_features
+from gateway.decision.features import request_features, sampling_summary
 from gateway.errors import (
     GatewayError,
     PermissionDenied,
     QuotaExceeded,
     RequestValidationFailed,
     ServiceUnavailable,
+    UpstreamClientError,
 )
 from gateway.proxy.accounting import Accounting
 from gateway.proxy.intake import authenticate, engine_body, read_json, request_id_of, validate
@@ -25,6 +26,7 @@ from gateway.proxy.upstream import open_upstream
 from gateway.quota.guarded import QuotaStoreUnavailable
 from gateway.quota.limiter import PROMPT_BYTES_PER_TOKEN, Reservation, admission_estimate
 from gateway.state import GatewayState
+from gateway.telemetry.record import RequestFacts
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -75,6 +77,7 @@ def _check_model_allowed(tenant: TenantSpec, model: str) -> None:
 
 async def _handle(request: Request, schema: type[SamplingParams], path: str) -> Response:
     started = time.monotonic()  # TTFT and e2e count from arrival, body reading included
+    received_at = time.time()
     state = gateway_state(request)
     request_id = request_id_of(request)
     tenant = authenticate(request, state.store)
@@ -83,14 +86,13 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
     _check_model_allowed(tenant, body.model)
     snapshot = state.store.snapshot
     assert snapshot is not None  # authenticate() checked readiness
+    features = request_features(body, tenant=tenant.name, task=request.headers.get(TASK_HEADER))
     decision = decide(
         DecisionInput(
             snapshot=snapshot,
             snapshot_age_s=state.store.age_s(),
             tenant=tenant,
-            features=request_features(
-                body, tenant=tenant.name, task=request.headers.get(TASK_HEADER)
-            ),
+            features=features,
             body=body,
             cohort_key=body.user or request.headers.get(SESSION_HEADER) or request_id,
             override=_override(request),
@@ -98,8 +100,24 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
         )
     )
     request.state.decision_header = decision.header()
+    facts = RequestFacts(
+        tenant_id=tenant.id,
+        endpoint="chat" if path.endswith("/chat/completions") else "completions",
+        stream=body.stream,
+        model=features.model,
+        adapter=features.adapter,
+        sampling=sampling_summary(body),
+        received_at=received_at,
+        sample_rate=tenant.request_sample_rate,
+    )
     acct = Accounting(
-        state, request_id, tenant, snapshot.quota_weights, started=started, decision=decision
+        state,
+        request_id,
+        tenant,
+        snapshot.quota_weights,
+        started=started,
+        decision=decision,
+        facts=facts,
     )
     max_tokens = getattr(body, "max_completion_tokens", None) or body.max_tokens
     acct.prompt_estimate = -(-len(received.raw) // PROMPT_BYTES_PER_TOKEN)
@@ -131,7 +149,9 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
         # Accounted under the arm last tried: after a fallback, that is the other one.
         routed = acct.decision or decision
         state.metrics.observe_decision(str(routed.reason), routed.arm)
-        await acct.fail(exc.status_code)
+        # NOTE: an engine refusal's code is the engine's text: the record keeps ours.
+        code = exc.default_code if isinstance(exc, UpstreamClientError) else exc.code
+        await acct.fail(exc.status_code, code)
         raise
     acct.dispatched(opened.decision, opened.lease)
     # Shadow: the copy goes out only once the caller's own request is with an engine.

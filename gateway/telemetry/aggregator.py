@@ -1,13 +1,16 @@
 """Windowed aggregation of request records into telemetry batches.
 
 A window is keyed by (segment, arm, pair version, rollout, window start); all
-windows sharing a start form one ``TelemetryBatch``, which control stores
+windows sharing a start, with the sampled per-request records that finished in
+it (at most `max_records_per_window`; the rest are counted), form one
+``TelemetryBatch``, which control stores
 idempotently by (gateway id, window start). Hence a window start, once drained,
 must never be emitted again: a record arriving late for it is counted in the
 next open window instead of producing a second batch that control would discard
 as a duplicate.
 """
 
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,13 +23,16 @@ from control.contract import (
     LoadSlice,
     LoadTotals,
     RequestAcceptance,
+    RequestRecordDoc,
     TelemetryBatch,
     TelemetryWindow,
     load_bucket,
     log_ms,
 )
 from gateway.telemetry.buckets import bucket_index
-from gateway.telemetry.record import RequestRecord
+from gateway.telemetry.record import RequestRecord, record_doc
+
+log = logging.getLogger(__name__)
 
 _N_COUNTS = len(LATENCY_BUCKETS_MS) + 1
 
@@ -136,6 +142,17 @@ class _Accumulator:
         slice_.add(rec)
 
 
+@dataclass(slots=True)
+class _Window:
+    by_key: dict[WindowKey, _Accumulator] = field(default_factory=dict)
+    records: list[RequestRecordDoc] = field(default_factory=list)
+    records_dropped: int = 0
+
+    @property
+    def requests(self) -> int:
+        return sum(a.requests for a in self.by_key.values())
+
+
 class TelemetryAggregator:
     def __init__(
         self,
@@ -144,6 +161,7 @@ class TelemetryAggregator:
         max_pending_windows: int,
         *,
         started_at: float | None = None,
+        max_records_per_window: int = 1000,
     ) -> None:
         if window_seconds <= 0:
             raise ValueError("window_seconds must be positive")
@@ -152,9 +170,10 @@ class TelemetryAggregator:
         self.gateway_id = gateway_id
         self.window_seconds = window_seconds
         self.max_pending_windows = max_pending_windows
-        # window start (epoch seconds) -> key -> accumulator; dicts keep insertion order,
+        self.max_records_per_window = max_records_per_window
+        # window start (epoch seconds) -> window; dicts keep insertion order,
         # and starts are inserted in increasing order, so the first is the oldest.
-        self._windows: dict[int, dict[WindowKey, _Accumulator]] = {}
+        self._windows: dict[int, _Window] = {}
         # NOTE: with started_at, the window this process was born in counts as drained:
         # a previous process with the same gateway id may have flushed it at shutdown,
         # and control would discard a second batch for it. Its records go one window on.
@@ -165,6 +184,7 @@ class TelemetryAggregator:
         self.dropped_windows = 0
         self.dropped_requests = 0
         self.late_records = 0
+        self.dropped_request_records = 0
 
     def window_start_of(self, t: float) -> int:
         return int(t // self.window_seconds) * self.window_seconds
@@ -172,6 +192,13 @@ class TelemetryAggregator:
     def record(self, rec: RequestRecord) -> None:
         start = self.window_start_of(rec.finished_at)
         key: WindowKey = (rec.segment_id, rec.arm, rec.pair_version_id, rec.rollout_id)
+        try:
+            doc = record_doc(rec)
+        except ValueError:
+            # A value past the contract's bounds must not cost the request its accounting.
+            log.warning("request record %s does not fit the contract; not kept", rec.request_id)
+            doc = None
+            self.dropped_request_records += 1
         with self._lock:
             if self._last_drained_start is not None and start <= self._last_drained_start:
                 start = self._last_drained_start + self.window_seconds
@@ -179,20 +206,27 @@ class TelemetryAggregator:
             window = self._windows.get(start)
             if window is None:
                 window = self._open_window(start)
-            acc = window.get(key)
+            acc = window.by_key.get(key)
             if acc is None:
-                acc = window[key] = _Accumulator()
+                acc = window.by_key[key] = _Accumulator()
             acc.add(rec)
+            if doc is not None:
+                if len(window.records) < self.max_records_per_window:
+                    window.records.append(doc)
+                else:
+                    window.records_dropped += 1
+                    self.dropped_request_records += 1
 
-    def _open_window(self, start: int) -> dict[WindowKey, _Accumulator]:
+    def _open_window(self, start: int) -> _Window:
         # NOTE: bounded memory when nobody drains (control down and the flusher's own
         # queue is a separate bound): the oldest window goes first, counted.
         while len(self._windows) >= self.max_pending_windows:
             oldest = min(self._windows)
             dropped = self._windows.pop(oldest)
             self.dropped_windows += 1
-            self.dropped_requests += sum(a.requests for a in dropped.values())
-        window: dict[WindowKey, _Accumulator] = {}
+            self.dropped_requests += dropped.requests
+            self.dropped_request_records += len(dropped.records)
+        window = _Window()
         self._windows[start] = window
         return window
 
@@ -213,14 +247,16 @@ class TelemetryAggregator:
 
     def pending_requests(self) -> int:
         with self._lock:
-            return sum(a.requests for w in self._windows.values() for a in w.values())
+            return sum(w.requests for w in self._windows.values())
 
-    def _to_batch(self, start: int, window: dict[WindowKey, _Accumulator]) -> TelemetryBatch:
+    def _to_batch(self, start: int, window: _Window) -> TelemetryBatch:
         started = datetime.fromtimestamp(start, UTC)
         return TelemetryBatch(
             gateway_id=self.gateway_id,
             window_start=started,
-            windows=list(self._to_windows(started, window)),
+            windows=list(self._to_windows(started, window.by_key)),
+            requests=window.records,
+            requests_dropped=window.records_dropped,
         )
 
     def _to_windows(

@@ -4,12 +4,49 @@ Privacy by default: the record carries ids, decision, counts and latencies, and
 has no field that could hold prompt or completion text.
 """
 
+import hashlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
-from control.contract import Arm
+from control.contract import Arm, RequestRecordDoc, SamplingSummary
+from control.contract.requests import Endpoint
 
 Outcome = Literal["ok", "error", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFacts:
+    """What the request asked for, as its per-request record keeps it (no text)."""
+
+    tenant_id: int
+    endpoint: Endpoint
+    stream: bool
+    model: str
+    adapter: str | None
+    sampling: SamplingSummary
+    received_at: float  # time.time() on arrival
+    sample_rate: float = 1.0  # the tenant's share of requests that get a record
+
+    def sampled(self, request_id: str) -> bool:
+        """Deterministic per request id: a retried id is kept or skipped alike."""
+        if self.sample_rate >= 1.0:
+            return True
+        if self.sample_rate <= 0.0:
+            return False
+        digest = hashlib.blake2b(request_id.encode(), digest_size=8).digest()
+        return int.from_bytes(digest) / 2.0**64 < self.sample_rate
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """Where the decision sent the request, beyond the telemetry key."""
+
+    rollout_id: int | None  # the segment's rollout, whatever the reason
+    rollout_version: int | None
+    pair_label: str | None
+    pool_id: int | None
+    engine_version: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +77,10 @@ class RequestRecord:
     gateway_load: int | None = None  # this gateway's other requests in flight on the worker
     engine_running: int | None = None  # the worker's running count at its last heartbeat
     engine_waiting: int | None = None  # ... and its waiting count
+    # For the per-request record (None: no record, e.g. in aggregation-only tests).
+    facts: RequestFacts | None = None
+    routing: Routing | None = None
+    error_code: str | None = None
 
     @property
     def e2e_per_token_ms(self) -> float | None:
@@ -58,3 +99,45 @@ class RequestRecord:
     def rejected_draft_tokens(self) -> int:
         """Drafted tokens the target did not accept: the draft work a quota weighs separately."""
         return max(self.drafted_tokens - self.accepted_tokens, 0)
+
+
+def record_doc(rec: RequestRecord) -> RequestRecordDoc | None:
+    """The per-request record shipped to control; None when the request was not sampled."""
+    facts = rec.facts
+    if facts is None or not facts.sampled(rec.request_id):
+        return None
+    routing = rec.routing or Routing(None, None, None, None, None)
+    return RequestRecordDoc(
+        request_id=rec.request_id,
+        received_at=datetime.fromtimestamp(facts.received_at, UTC),
+        tenant_id=facts.tenant_id,
+        tenant=rec.tenant,
+        endpoint=facts.endpoint,
+        stream=facts.stream,
+        model=facts.model,
+        adapter=facts.adapter,
+        segment_id=rec.segment_id,
+        segment=rec.segment_name,
+        rollout_id=routing.rollout_id,
+        rollout_version=routing.rollout_version,
+        pair_version_id=rec.pair_version_id,
+        pair=routing.pair_label,
+        arm=rec.arm,
+        reason=rec.reason,
+        pool_id=routing.pool_id,
+        worker_id=rec.worker_id,
+        engine_version=routing.engine_version,
+        sampling=facts.sampling,
+        prompt_tokens=rec.prompt_tokens,
+        completion_tokens=rec.completion_tokens,
+        drafts=rec.drafts,
+        drafted_tokens=rec.drafted_tokens,
+        accepted_tokens=rec.accepted_tokens,
+        accepted_per_position=list(rec.accepted_per_position[:64]),
+        ttft_ms=rec.ttft_ms if rec.ttft_ms is None else max(rec.ttft_ms, 0.0),
+        tpot_ms=rec.tpot_ms if rec.tpot_ms is None else max(rec.tpot_ms, 0.0),
+        e2e_ms=max(rec.e2e_ms, 0.0),
+        outcome=rec.outcome,
+        http_status=rec.http_status,
+        error_code=rec.error_code,
+    )

@@ -87,8 +87,14 @@ def test_batch_is_stored_once_and_a_replay_is_a_no_op(
     first = app_client.post("/internal/v1/telemetry", content=body, headers=headers)
     replay = app_client.post("/internal/v1/telemetry", content=body, headers=headers)
 
-    assert (first.status_code, first.json()) == (200, {"stored": 3, "duplicates": 0})
-    assert (replay.status_code, replay.json()) == (200, {"stored": 0, "duplicates": 3})
+    assert (first.status_code, first.json()) == (
+        200,
+        {"stored": 3, "duplicates": 0, "requests_stored": 0},
+    )
+    assert (replay.status_code, replay.json()) == (
+        200,
+        {"stored": 0, "duplicates": 3, "requests_stored": 0},
+    )
     rows = session.scalars(select(TelemetryWindowRow).order_by(TelemetryWindowRow.id)).all()
     assert [(r.source, r.segment_id, r.arm, r.pair_version_id) for r in rows] == [
         ("gw-a", seg, "spec", pv),

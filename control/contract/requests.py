@@ -1,0 +1,79 @@
+"""Per-request records: what support needs to tell one request's story, and no text.
+
+The gateway ships these inside its telemetry batches (`TelemetryBatch.requests`),
+sampled per tenant; control keeps them for a retention period. Privacy by
+construction: no field can hold prompt, completion or stop text. Sampling
+settings are kept as numbers, flags and counts (a stop list becomes its length,
+a JSON schema its kind).
+"""
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from control.contract.features import Arm
+
+# Bounded kinds of structured output (vLLM's and OpenAI's spellings, normalized).
+StructuredKind = Literal[
+    "json_schema", "json_object", "structural_tag", "regex", "choice", "grammar"
+]
+Outcome = Literal["ok", "error", "cancelled"]
+Endpoint = Literal["chat", "completions"]
+
+
+class SamplingSummary(BaseModel):
+    """The request's distribution settings, enough to reproduce them; never their text."""
+
+    temperature: float | None = Field(default=None, description="As sent; None: default.")
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    seed_present: bool = Field(
+        default=False, description="A seed was sent (its value is not kept)."
+    )
+    max_tokens: int | None = None
+    n: int | None = None
+    stop_count: int = Field(default=0, ge=0, description="Number of stop strings.")
+    logit_bias_count: int = Field(default=0, ge=0, description="Number of biased tokens.")
+    structured_output: StructuredKind | None = None
+
+
+class RequestRecordDoc(BaseModel):
+    request_id: str = Field(min_length=1, max_length=128)
+    received_at: datetime = Field(description="When the gateway received the request (UTC).")
+    tenant_id: int
+    tenant: str = Field(max_length=100)
+    endpoint: Endpoint
+    stream: bool
+    model: str = Field(max_length=256, description="The model the request named.")
+    adapter: str | None = Field(default=None, max_length=256, description="LoRA adapter, if any.")
+    segment_id: int | None = None
+    segment: str | None = Field(default=None, max_length=200)
+    rollout_id: int | None = Field(
+        default=None, description="The rollout governing the segment, whatever the reason."
+    )
+    rollout_version: int | None = None
+    pair_version_id: int | None = None
+    pair: str | None = Field(default=None, max_length=200, description="Pair version label.")
+    arm: Arm
+    reason: str = Field(max_length=64, description="The decision reason (decision header).")
+    pool_id: int | None = None
+    worker_id: str | None = Field(default=None, max_length=200)
+    engine_version: str | None = Field(default=None, max_length=50)
+    sampling: SamplingSummary = Field(default_factory=SamplingSummary)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    drafts: int = Field(default=0, ge=0)
+    drafted_tokens: int = Field(default=0, ge=0)
+    accepted_tokens: int = Field(default=0, ge=0)
+    accepted_per_position: list[int] = Field(default_factory=list, max_length=64)
+    ttft_ms: float | None = Field(default=None, ge=0)
+    tpot_ms: float | None = Field(default=None, ge=0)
+    e2e_ms: float = Field(ge=0)
+    outcome: Outcome
+    http_status: int = Field(ge=100, le=599)
+    error_code: str | None = Field(default=None, max_length=64, description="Typed error code.")

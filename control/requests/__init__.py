@@ -1,0 +1,1 @@
+"""Per-request records: storing what gateways ship, reading one request's story, retention."""

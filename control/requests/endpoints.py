@@ -1,0 +1,84 @@
+"""/admin/v1/requests: one request's whole story by its id, and a filtered listing.
+
+Records hold ids, the decision and its reason, sampling settings, token counts,
+acceptance and latency; never prompt or completion text.
+"""
+
+from datetime import datetime
+
+from fastapi import APIRouter, Path, Query, Response
+
+from control.api.auth import Reader
+from control.api.deps import SessionDep
+from control.api.errors import error_responses
+from control.api.ids import MAX_ID
+from control.api.pagination import Cursor, Limit, Page, cursor_id
+from control.contract import Arm
+from control.contract.requests import Outcome
+from control.requests import repository as repo
+from control.requests.schemas import RequestRecord
+from control.requests.service import as_utc, get_request
+
+router = APIRouter(prefix="/requests", tags=["requests"])
+
+# The gateway's request-id alphabet (x-request-id it accepts, or hex it makes).
+RequestIdPath = Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
+
+
+@router.get("", response_model=Page[RequestRecord], responses=error_responses())
+def list_requests(
+    session: SessionDep,
+    _: Reader,
+    request_id: str | None = Query(
+        default=None, min_length=1, max_length=128, description="Every record with this id."
+    ),
+    tenant_id: int | None = Query(default=None, ge=1, le=MAX_ID),
+    tenant: str | None = Query(default=None, max_length=100, description="Tenant name."),
+    segment_id: int | None = Query(default=None, ge=1, le=MAX_ID),
+    arm: Arm | None = None,
+    outcome: Outcome | None = Query(default=None, description="ok, error or cancelled."),
+    status: int | None = Query(default=None, ge=100, le=599, description="HTTP status."),
+    since: datetime | None = Query(default=None, description="Received at or after (UTC)."),
+    until: datetime | None = Query(default=None, description="Received before (UTC)."),
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[RequestRecord]:
+    rows = repo.list_records(
+        session,
+        request_id=request_id,
+        tenant_id=tenant_id,
+        tenant=tenant,
+        segment_id=segment_id,
+        arm=arm.value if arm is not None else None,
+        outcome=outcome,
+        http_status=status,
+        since=as_utc(since) if since is not None else None,
+        until=as_utc(until) if until is not None else None,
+        before_id=cursor_id(cursor),
+        limit=limit,
+    )
+    next_cursor = str(rows[-1].id) if len(rows) == limit else None
+    return Page[RequestRecord](
+        items=[RequestRecord.model_validate(r) for r in rows], next_cursor=next_cursor
+    )
+
+
+@router.get(
+    "/{request_id}",
+    response_model=RequestRecord,
+    responses={
+        200: {"headers": {"X-Records-With-Id": {"description": "Records sharing this id."}}},
+        **error_responses(404),
+    },
+)
+def read_request(
+    session: SessionDep,
+    _: Reader,
+    response: Response,
+    request_id: str = RequestIdPath,
+) -> RequestRecord:
+    """The newest record with this id (a client may reuse an x-request-id; the listing
+    filters show all of them)."""
+    row, count = get_request(session, request_id)
+    response.headers["X-Records-With-Id"] = str(count)
+    return RequestRecord.model_validate(row)

@@ -1,0 +1,86 @@
+"""SQL for request records: bulk insert, look-up by request id, filtered listing, purge."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.orm import Session
+
+from control.models import RequestRecordRow
+
+# NOTE: keeps one multi-row INSERT far below PostgreSQL's 65535 bind parameters
+# (36 columns a row).
+_ROWS_PER_INSERT = 500
+
+
+def insert_records(session: Session, rows: list[dict[str, Any]]) -> int:
+    for first in range(0, len(rows), _ROWS_PER_INSERT):
+        session.execute(insert(RequestRecordRow), rows[first : first + _ROWS_PER_INSERT])
+    return len(rows)
+
+
+def records_by_request_id(session: Session, request_id: str) -> list[RequestRecordRow]:
+    """Every record carrying this id, newest first (a client may reuse an x-request-id)."""
+    return list(
+        session.scalars(
+            select(RequestRecordRow)
+            .where(RequestRecordRow.request_id == request_id)
+            .order_by(RequestRecordRow.received_at.desc(), RequestRecordRow.id.desc())
+        )
+    )
+
+
+def list_records(
+    session: Session,
+    *,
+    request_id: str | None,
+    tenant_id: int | None,
+    tenant: str | None,
+    segment_id: int | None,
+    arm: str | None,
+    outcome: str | None,
+    http_status: int | None,
+    since: datetime | None,
+    until: datetime | None,
+    before_id: int | None,
+    limit: int,
+) -> list[RequestRecordRow]:
+    query = select(RequestRecordRow).order_by(RequestRecordRow.id.desc()).limit(limit)
+    filters: list[Any] = []
+    if request_id is not None:
+        filters.append(RequestRecordRow.request_id == request_id)
+    if tenant_id is not None:
+        filters.append(RequestRecordRow.tenant_id == tenant_id)
+    if tenant is not None:
+        filters.append(RequestRecordRow.tenant == tenant)
+    if segment_id is not None:
+        filters.append(RequestRecordRow.segment_id == segment_id)
+    if arm is not None:
+        filters.append(RequestRecordRow.arm == arm)
+    if outcome is not None:
+        filters.append(RequestRecordRow.outcome == outcome)
+    if http_status is not None:
+        filters.append(RequestRecordRow.http_status == http_status)
+    if since is not None:
+        filters.append(RequestRecordRow.received_at >= since)
+    if until is not None:
+        filters.append(RequestRecordRow.received_at < until)
+    if before_id is not None:
+        filters.append(RequestRecordRow.id < before_id)
+    return list(session.scalars(query.where(*filters)))
+
+
+def delete_received_before(session: Session, cutoff: datetime, *, batch: int) -> int:
+    """Delete up to `batch` records received before `cutoff`, oldest first; how many went."""
+    ids = list(
+        session.scalars(
+            select(RequestRecordRow.id)
+            .where(RequestRecordRow.received_at < cutoff)
+            .order_by(RequestRecordRow.id)
+            .limit(batch)
+        )
+    )
+    if not ids:
+        return 0
+    session.execute(delete(RequestRecordRow).where(RequestRecordRow.id.in_(ids)))
+    return len(ids)

@@ -1,0 +1,165 @@
+"""Per-request records on the gateway: what a record keeps, sampling, the per-window cap."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from control.contract import Arm, SamplingSummary
+from gateway.decision.features import sampling_summary
+from gateway.proxy.schemas import ChatCompletionBody, CompletionBody
+from gateway.telemetry import RequestRecord, TelemetryAggregator
+from gateway.telemetry.record import RequestFacts, Routing, record_doc
+from tests.gateway.records import make_record
+
+T0 = 1_700_000_000.0
+
+
+def facts(sample_rate: float = 1.0, **kw: object) -> RequestFacts:
+    values: dict[str, object] = {
+        "tenant_id": 4,
+        "endpoint": "chat",
+        "stream": True,
+        "model": "tiny",
+        "adapter": None,
+        "sampling": SamplingSummary(temperature=0.7, max_tokens=32),
+        "received_at": T0,
+        "sample_rate": sample_rate,
+    }
+    return RequestFacts(**(values | kw))  # type: ignore[arg-type]
+
+
+def rec(request_id: str = "r", sample_rate: float = 1.0, **kw: object) -> RequestRecord:
+    kw.setdefault("finished_at", T0 + 1.0)
+    return make_record(
+        request_id=request_id,
+        facts=facts(sample_rate),
+        routing=Routing(
+            rollout_id=3, rollout_version=5, pair_label="tiny-v3", pool_id=1, engine_version="0.32"
+        ),
+        **kw,
+    )
+
+
+def test_a_record_carries_decision_sampling_counts_and_latency() -> None:
+    doc = record_doc(rec("req-1", worker_id="p1-w0", error_code=None))
+    assert doc is not None
+    assert doc.request_id == "req-1"
+    assert doc.received_at == datetime.fromtimestamp(T0, UTC)
+    assert (doc.tenant_id, doc.tenant, doc.endpoint, doc.stream) == (4, "acme", "chat", True)
+    assert (doc.segment_id, doc.segment, doc.arm, doc.reason) == (
+        1,
+        "code",
+        Arm.SPEC,
+        "cohort_spec",
+    )
+    assert (doc.rollout_id, doc.rollout_version, doc.pair_version_id, doc.pair) == (
+        3,
+        5,
+        7,
+        "tiny-v3",
+    )
+    assert (doc.pool_id, doc.worker_id, doc.engine_version) == (1, "p1-w0", "0.32")
+    assert (doc.prompt_tokens, doc.completion_tokens) == (10, 20)
+    assert (doc.drafts, doc.drafted_tokens, doc.accepted_tokens) == (8, 24, 12)
+    assert doc.accepted_per_position == [6, 4, 2]
+    assert (doc.ttft_ms, doc.tpot_ms, doc.e2e_ms) == (50.0, 5.0, 145.0)
+    assert (doc.outcome, doc.http_status, doc.error_code) == ("ok", 200, None)
+    assert doc.sampling.temperature == 0.7 and doc.sampling.max_tokens == 32
+
+
+def test_no_facts_means_no_record() -> None:
+    assert record_doc(make_record()) is None
+
+
+def test_sampling_is_per_tenant_rate_and_stable_per_request_id() -> None:
+    ids = [f"req-{i}" for i in range(2000)]
+    assert all(record_doc(rec(i, 1.0)) is not None for i in ids[:50])
+    assert all(record_doc(rec(i, 0.0)) is None for i in ids[:50])
+    kept = [i for i in ids if record_doc(rec(i, 0.25)) is not None]
+    # Binomial(2000, 0.25): mean 500, sd ~19.4; +-5 sd.
+    assert 400 < len(kept) < 600
+    # Deterministic: the same id is kept again, and a larger rate keeps a superset.
+    assert kept == [i for i in ids if record_doc(rec(i, 0.25)) is not None]
+    assert set(kept) <= {i for i in ids if record_doc(rec(i, 0.5)) is not None}
+
+
+def test_records_ride_in_their_window_batch_up_to_the_cap() -> None:
+    agg = TelemetryAggregator(
+        "gw-1", window_seconds=10, max_pending_windows=8, max_records_per_window=3
+    )
+    for i in range(5):
+        agg.record(rec(f"a{i}"))
+    agg.record(rec("late", finished_at=T0 + 11.0))
+    agg.record(rec("unsampled", sample_rate=0.0, finished_at=T0 + 11.0))
+    batches = agg.drain_all()
+    assert [len(b.requests) for b in batches] == [3, 1]
+    assert [r.request_id for r in batches[0].requests] == ["a0", "a1", "a2"]
+    assert batches[0].requests_dropped == 2 and batches[1].requests_dropped == 0
+    # The window counts still hold every request, recorded or not.
+    assert [sum(w.requests for w in b.windows) for b in batches] == [5, 2]
+    assert [r.request_id for r in batches[1].requests] == ["late"]
+    assert agg.dropped_request_records == 2
+
+
+def test_a_record_past_the_contract_bounds_is_dropped_not_the_request() -> None:
+    agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8)
+    agg.record(rec("x", worker_id="w" * 300))
+    (batch,) = agg.drain_all()
+    assert batch.requests == [] and sum(w.requests for w in batch.windows) == 1
+    assert agg.dropped_request_records == 1
+
+
+def test_sampling_summary_keeps_numbers_flags_and_counts_never_text() -> None:
+    body = ChatCompletionBody.model_validate(
+        {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "secret words"}],
+            "temperature": 0.3,
+            "top_p": 0.9,
+            "top_k": 40,
+            "presence_penalty": 0.5,
+            "seed": 1234,
+            "max_completion_tokens": 64,
+            "max_tokens": 10,
+            "stop": ["secret stop", "another"],
+            "logit_bias": {"17": 2.0},
+            "response_format": {"type": "json_schema", "json_schema": {"name": "secret"}},
+        }
+    )
+    summary = sampling_summary(body)
+    assert summary.model_dump() == {
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "top_k": 40,
+        "min_p": None,
+        "presence_penalty": 0.5,
+        "frequency_penalty": None,
+        "repetition_penalty": None,
+        "seed_present": True,
+        "max_tokens": 64,
+        "n": None,
+        "stop_count": 2,
+        "logit_bias_count": 1,
+        "structured_output": "json_schema",
+    }
+    assert "secret" not in summary.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("extra", "kind"),
+    [
+        ({}, None),
+        ({"stop": "x"}, None),
+        ({"structured_outputs": {"regex": "[a-z]+"}}, "regex"),
+        ({"structured_outputs": {"choice": ["a", "b"]}}, "choice"),
+        ({"guided_grammar": "root ::= 'a'"}, "grammar"),
+        ({"response_format": {"type": "json_object"}}, "json_object"),
+        ({"response_format": {"type": "text"}}, None),
+    ],
+)
+def test_structured_output_kind(extra: dict[str, object], kind: str | None) -> None:
+    body = CompletionBody.model_validate({"model": "tiny", "prompt": "p", **extra})
+    summary = sampling_summary(body)
+    assert summary.structured_output == kind
+    assert summary.stop_count == (1 if "stop" in extra else 0)
+    assert summary.seed_present is False
