@@ -7,7 +7,7 @@ so the gateway and the engine agent can depend on it without SQLAlchemy.
 from control.contract.errors import ErrorBody, ErrorDetail
 from control.contract.features import Arm, RequestFeatures, SegmentSelector
 from control.contract.heartbeat import HeartbeatAck, SpecCounters, WorkerHeartbeat
-from control.contract.pool import PoolSpec, SpeculativeConfig
+from control.contract.pool import PoolSpec, SpeculativeConfig, lora_module_names
 from control.contract.requests import RequestRecordDoc, SamplingSummary, StructuredKind
 from control.contract.snapshot import (
     EXPOSING_STATES,
@@ -79,4 +79,5 @@ __all__ = [
     "WorkerSpec",
     "load_bucket",
     "log_ms",
+    "lora_module_names",
 ]

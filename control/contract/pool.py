@@ -1,5 +1,6 @@
 """What an engine launcher needs to start a pool's workers (GET /internal/v1/pools/{id}/spec)."""
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -30,3 +31,26 @@ class PoolSpec(BaseModel):
         default_factory=dict, description="Extra vLLM server flags, e.g. {'max-model-len': 512}."
     )
     desired_workers: int = Field(default=1, ge=0)
+
+
+def lora_module_names(engine_args: dict[str, Any]) -> list[str]:
+    """Adapter names in a pool's `lora-modules` engine argument (vLLM's `name=path` or
+    JSON `{"name": ..., "path": ...}` forms); unreadable entries are skipped."""
+    raw = engine_args.get("lora-modules", engine_args.get("lora_modules"))
+    items = [raw] if isinstance(raw, str) else list(raw or [])
+    names: list[str] = []
+    for item in items:
+        if isinstance(item, dict):
+            name = item.get("name")
+        elif isinstance(item, str) and item.lstrip().startswith("{"):
+            try:
+                name = json.loads(item).get("name")
+            except (ValueError, AttributeError):
+                name = None
+        elif isinstance(item, str) and "=" in item:
+            name = item.split("=", 1)[0].strip()
+        else:
+            name = None
+        if isinstance(name, str) and name and name not in names:
+            names.append(name)
+    return names

@@ -49,7 +49,10 @@ class PairVersionSpec(BaseModel):
     target_ref: str
     draft_ref: str | None = None
     draft_sample_method: str = Field(default="greedy", description="greedy or probabilistic.")
-    adapter_id: str | None = None
+    adapter_id: str | None = Field(
+        default=None, description="LoRA adapter of the target the pair was built for."
+    )
+    adapter_ref: str | None = Field(default=None, description="Local path of that adapter.")
     capabilities: PairCapabilities = Field(default_factory=PairCapabilities)
     engine_version: str | None = Field(
         default=None,
@@ -79,6 +82,10 @@ class PoolSnapshot(BaseModel):
     served_model_name: str = Field(description="Model name the client uses and the engine serves.")
     target_ref: str
     pair_version_id: int | None = Field(default=None, description="None: a baseline pool.")
+    adapters: list[str] = Field(
+        default_factory=list,
+        description="LoRA adapters the workers serve; a request names one as its model.",
+    )
     workers: list[WorkerSpec] = Field(default_factory=list)
 
     @property
@@ -164,6 +171,13 @@ class PolicySnapshot(BaseModel):
     tenants: list[TenantSpec] = Field(default_factory=list)
     quota_weights: QuotaWeights = Field(default_factory=QuotaWeights)
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    def adapter_base(self, model: str) -> str | None:
+        """The base model a pool serves `model` on as a LoRA adapter; None when `model`
+        is a pool's own served model name (or unknown)."""
+        if any(p.served_model_name == model for p in self.pools):
+            return None
+        return next((p.served_model_name for p in self.pools if model in p.adapters), None)
 
     def segment_for(self, features: RequestFeatures) -> SegmentSpec | None:
         """The matching segment with the highest priority; ties go to the lowest id."""

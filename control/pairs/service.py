@@ -10,7 +10,7 @@ from control.domain import InUse, NameTaken, found, record_change
 from control.errors import Conflict
 from control.models import Pair, PairVersion, utcnow
 from control.pairs import repository as repo
-from control.pairs.artifacts import check_artifacts
+from control.pairs.artifacts import check_adapter, check_artifacts
 from control.pairs.schemas import PairCreate, PairUpdate, PairVersionCreate
 from control.pairs.schemas import PairVersion as PairVersionOut
 from control.repository import delete_row
@@ -100,6 +100,7 @@ def register_version(
     roots) and add version n+1."""
     pair = get_pair(session, pair_id)
     report = check_artifacts(body.method, body.target_ref, body.draft_ref, model_roots=model_roots)
+    adapter_ref = check_adapter(body.adapter_id, body.adapter_ref, model_roots=model_roots)
     version = PairVersion(
         pair_id=pair.id,
         version=repo.next_version_number(session, pair.id),
@@ -113,6 +114,7 @@ def register_version(
         tokenizer_hash=report.tokenizer_hash,
         chat_template_hash=report.chat_template_hash,
         adapter_id=body.adapter_id,
+        adapter_ref=adapter_ref,
         engine_version=body.engine_version,
         capabilities=body.capabilities.model_dump(),
         status="active",

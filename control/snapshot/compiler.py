@@ -19,6 +19,7 @@ from control.contract import (
     SegmentSpec,
     TenantSpec,
     WorkerSpec,
+    lora_module_names,
 )
 from control.models import PairVersion, Pool, Rollout, Segment, Tenant, Worker
 from control.snapshot import repository
@@ -39,6 +40,7 @@ def pair_version_spec(pv: PairVersion) -> PairVersionSpec:
         draft_ref=pv.draft_ref,
         draft_sample_method=pv.draft_sample_method,
         adapter_id=pv.adapter_id,
+        adapter_ref=pv.adapter_ref,
         capabilities=PairCapabilities.model_validate(pv.capabilities or {}),
         engine_version=pv.engine_version,
     )
@@ -66,8 +68,18 @@ def pool_snapshot(pool: Pool, now: datetime, stale_after: timedelta) -> PoolSnap
         served_model_name=pool.served_model_name,
         target_ref=pool.target_ref,
         pair_version_id=pool.pair_version_id,
+        adapters=pool_adapters(pool),
         workers=[worker_spec(w, now, stale_after) for w in pool.workers],
     )
+
+
+def pool_adapters(pool: Pool) -> list[str]:
+    """What the launcher loads: the pair version's adapter and the pool's lora-modules."""
+    names = lora_module_names(pool.engine_args or {})
+    pv = pool.pair_version
+    if pv is not None and pv.adapter_id and pv.adapter_ref and pv.adapter_id not in names:
+        names.insert(0, pv.adapter_id)
+    return names
 
 
 def segment_spec(segment: Segment) -> SegmentSpec | None:

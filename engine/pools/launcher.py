@@ -113,6 +113,25 @@ def speculative_config_of(spec: PoolSpec) -> SpeculativeConfig | None:
     )
 
 
+def lora_modules_of(spec: PoolSpec, pool_modules: Any) -> list[str]:
+    """vLLM's `--lora-modules` values: the pair version's adapter (served under its
+    adapter_id) first, then the pool's own `lora-modules` engine argument."""
+    modules: list[str] = []
+    pv = spec.pair_version
+    if pv is not None and pv.adapter_id is not None:
+        if pv.adapter_ref is None:
+            raise LaunchError(
+                f"pair version {pv.id} names adapter {pv.adapter_id!r} but has no adapter_ref"
+            )
+        modules.append(f"{pv.adapter_id}={pv.adapter_ref}")
+    items = [pool_modules] if isinstance(pool_modules, str | dict) else list(pool_modules or [])
+    for item in items:
+        value = json.dumps(item, separators=(",", ":")) if isinstance(item, dict) else str(item)
+        if value not in modules:
+            modules.append(value)
+    return modules
+
+
 def _flag_args(name: str, value: Any) -> list[str]:
     flag = f"--{name.removeprefix('--').replace('_', '-')}"
     if value is None:
@@ -152,6 +171,12 @@ def build_server_command(
         argv += ["--per-request-spec-decode-metrics", "summary"]
 
     engine_args = {k.removeprefix("--").replace("_", "-"): v for k, v in spec.engine_args.items()}
+    lora_modules = lora_modules_of(spec, engine_args.pop("lora-modules", None))
+    if lora_modules:
+        # NOTE: one --lora-modules flag with every adapter: argparse keeps only the
+        # last occurrence of a repeated flag.
+        engine_args["enable-lora"] = engine_args.get("enable-lora", True)
+        engine_args["lora-modules"] = lora_modules
     if cpu:
         engine_args = {**CPU_DEFAULT_FLAGS, **engine_args}
     for name, value in engine_args.items():

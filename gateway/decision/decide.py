@@ -40,14 +40,16 @@ class Decision:
     # Shadow stage: the spec pool a copy of this request is mirrored to (response
     # discarded); None when not sampled, or when anything forced the arm.
     mirror: PoolSnapshot | None = None
+    adapter: str | None = None  # the LoRA adapter the request named as its model
 
     def header(self) -> str:
+        adapter = f"adapter={self.adapter}; " if self.adapter is not None else ""
         if self.arm is Arm.SPEC and self.pair is not None:
             return (
                 f"arm=spec; pair={self.pair.label}; "
-                f"k={self.pair.num_speculative_tokens}; reason={self.reason}"
+                f"k={self.pair.num_speculative_tokens}; {adapter}reason={self.reason}"
             )
-        return f"arm={self.arm}; reason={self.reason}"
+        return f"arm={self.arm}; {adapter}reason={self.reason}"
 
     @property
     def pair_version_id(self) -> int | None:
@@ -91,16 +93,24 @@ def _engine_version_mismatch(pool: PoolSnapshot | None, pair: PairVersionSpec | 
     return bool(healthy) and not any(runs_version(w, pair.engine_version) for w in healthy)
 
 
-def _pool(snapshot: PolicySnapshot, pool_id: int, model: str) -> PoolSnapshot | None:
+def _serves(pool: PoolSnapshot, model: str, adapter: str | None) -> bool:
+    return pool.served_model_name == model and (adapter is None or adapter in pool.adapters)
+
+
+def _pool(
+    snapshot: PolicySnapshot, pool_id: int, model: str, adapter: str | None = None
+) -> PoolSnapshot | None:
     for p in snapshot.pools:
-        if p.id == pool_id and p.served_model_name == model:
+        if p.id == pool_id and _serves(p, model, adapter):
             return p
     return None
 
 
-def _first_pool(snapshot: PolicySnapshot, model: str, *, baseline: bool) -> PoolSnapshot | None:
+def _first_pool(
+    snapshot: PolicySnapshot, model: str, adapter: str | None, *, baseline: bool
+) -> PoolSnapshot | None:
     candidates = [
-        p for p in snapshot.pools if p.served_model_name == model and p.is_baseline == baseline
+        p for p in snapshot.pools if _serves(p, model, adapter) and p.is_baseline == baseline
     ]
     return min(candidates, key=lambda p: p.id) if candidates else None
 
@@ -111,14 +121,17 @@ def _pair(snapshot: PolicySnapshot, pool: PoolSnapshot | None) -> PairVersionSpe
     return next((v for v in snapshot.pair_versions if v.id == pool.pair_version_id), None)
 
 
-def _rollout_for(snapshot: PolicySnapshot, segment: SegmentSpec, model: str) -> RolloutSpec | None:
-    """The segment's rollout whose pools serve the model; an exposing one first, then newest."""
+def _rollout_for(
+    snapshot: PolicySnapshot, segment: SegmentSpec, model: str, adapter: str | None
+) -> RolloutSpec | None:
+    """The segment's rollout whose pools serve the model (and adapter); an exposing one
+    first, then newest."""
     usable = [
         r
         for r in snapshot.rollouts
         if r.segment_id == segment.id
-        and _pool(snapshot, r.spec_pool_id, model) is not None
-        and _pool(snapshot, r.baseline_pool_id, model) is not None
+        and _pool(snapshot, r.spec_pool_id, model, adapter) is not None
+        and _pool(snapshot, r.baseline_pool_id, model, adapter) is not None
     ]
     return max(usable, key=lambda r: (r.exposing, r.id)) if usable else None
 
@@ -146,18 +159,31 @@ def _rollout_arm(
     return Arm.BASELINE, R.COHORT_BASELINE
 
 
+def _adapter_mismatch(
+    pair: PairVersionSpec | None, segment: SegmentSpec | None, adapter: str | None
+) -> bool:
+    """The request's adapter differs from the one the spec pair was built for (either
+    may be none). A segment whose selector names the adapter has its own rollout,
+    whose acceptance guard measures this adapter's yield, so it does not count."""
+    if pair is None or pair.adapter_id == adapter:
+        return False
+    selector = segment.selector if segment is not None else None
+    return not (selector is not None and selector.adapters and adapter in selector.adapters)
+
+
 def decide(inp: DecisionInput) -> Decision:
-    snap, model = inp.snapshot, inp.features.model
+    snap, model, adapter = inp.snapshot, inp.features.model, inp.features.adapter
     segment = snap.segment_for(inp.features)
-    rollout = _rollout_for(snap, segment, model) if segment is not None else None
+    rollout = _rollout_for(snap, segment, model, adapter) if segment is not None else None
     if rollout is not None:
-        spec_pool = _pool(snap, rollout.spec_pool_id, model)
-        baseline_pool = _pool(snap, rollout.baseline_pool_id, model)
+        spec_pool = _pool(snap, rollout.spec_pool_id, model, adapter)
+        baseline_pool = _pool(snap, rollout.baseline_pool_id, model, adapter)
     else:
-        spec_pool = _first_pool(snap, model, baseline=False)
-        baseline_pool = _first_pool(snap, model, baseline=True)
+        spec_pool = _first_pool(snap, model, adapter, baseline=False)
+        baseline_pool = _first_pool(snap, model, adapter, baseline=True)
     if spec_pool is None and baseline_pool is None:
-        raise ModelNotFound(f"The model '{model}' does not exist", param="model")
+        named = adapter if adapter is not None else model
+        raise ModelNotFound(f"The model '{named}' does not exist", param="model")
     spec_pair = _pair(snap, spec_pool)
     capabilities = spec_pair.capabilities if spec_pair is not None else PairCapabilities()
     incompatible = spec_incompatibility(inp.body, capabilities)
@@ -168,6 +194,8 @@ def decide(inp: DecisionInput) -> Decision:
         arm, reason = Arm.BASELINE, R.INCOMPATIBLE_PARAMETER
     elif arm is Arm.SPEC and version_mismatch:
         arm, reason = Arm.BASELINE, R.ENGINE_VERSION_MISMATCH
+    elif arm is Arm.SPEC and _adapter_mismatch(spec_pair, segment, adapter):
+        arm, reason = Arm.BASELINE, R.ADAPTER_MISMATCH
     if inp.override is not None:
         if not inp.tenant.override_allowed:
             raise PermissionDenied(
@@ -204,6 +232,7 @@ def decide(inp: DecisionInput) -> Decision:
         pair=_pair(snap, primary),
         fallback=other if primary is not None else None,
         fallback_pair=_pair(snap, other) if primary is not None else None,
+        adapter=adapter,
     )
     mirrorable = reason is R.SHADOW and incompatible is None and spec_pool is not None
     if mirrorable and primary is not None and rollout is not None:

@@ -2,7 +2,13 @@
 
 from dataclasses import dataclass
 
-from control.contract import PairCapabilities, RequestFeatures, SamplingSummary, StructuredKind
+from control.contract import (
+    PairCapabilities,
+    PolicySnapshot,
+    RequestFeatures,
+    SamplingSummary,
+    StructuredKind,
+)
 from gateway.proxy.schemas import ChatCompletionBody, SamplingParams
 
 # OpenAI's documented default when the caller leaves temperature out.
@@ -88,12 +94,22 @@ def sampling_summary(body: SamplingParams) -> SamplingSummary:
     )
 
 
-def request_features(body: SamplingParams, *, tenant: str, task: str | None) -> RequestFeatures:
+def request_features(
+    body: SamplingParams,
+    *,
+    tenant: str,
+    task: str | None,
+    snapshot: PolicySnapshot | None = None,
+) -> RequestFeatures:
+    """As vLLM's API does, a request selects a LoRA adapter by naming it as its model:
+    the features then carry the base model and the adapter separately."""
     max_tokens = effective_max_tokens(body)
+    base = snapshot.adapter_base(body.model) if snapshot is not None else None
     return RequestFeatures(
         tenant=tenant,
         task=task,
-        model=body.model,
+        model=base if base is not None else body.model,
+        adapter=body.model if base is not None else None,
         temperature=DEFAULT_TEMPERATURE if body.temperature is None else body.temperature,
         structured_output=has_structured_output(body),
         max_tokens=max_tokens,

@@ -12,6 +12,9 @@ class DecisionReason(StrEnum):
     # The pair version was validated on another engine version than its healthy spec
     # workers report: never served there (neither as the arm nor as a fallback).
     ENGINE_VERSION_MISMATCH = "engine_version_mismatch"
+    # The request's LoRA adapter is not the one the spec pool's pair version was built
+    # for, and no rollout measures the yield of this (segment, adapter).
+    ADAPTER_MISMATCH = "adapter_mismatch"
     OVERRIDE_HEADER = "override_header"
     SNAPSHOT_STALE = "snapshot_stale"
     POOL_UNAVAILABLE = "pool_unavailable"

@@ -86,7 +86,9 @@ async def _handle(request: Request, schema: type[SamplingParams], path: str) -> 
     _check_model_allowed(tenant, body.model)
     snapshot = state.store.snapshot
     assert snapshot is not None  # authenticate() checked readiness
-    features = request_features(body, tenant=tenant.name, task=request.headers.get(TASK_HEADER))
+    features = request_features(
+        body, tenant=tenant.name, task=request.headers.get(TASK_HEADER), snapshot=snapshot
+    )
     decision = decide(
         DecisionInput(
             snapshot=snapshot,
@@ -251,7 +253,7 @@ async def list_models(request: Request) -> JSONResponse:
     snapshot = state.store.snapshot
     assert snapshot is not None
     created = int(snapshot.generated_at.timestamp())
-    names = sorted({p.served_model_name for p in snapshot.pools})
+    names = sorted({n for p in snapshot.pools for n in (p.served_model_name, *p.adapters)})
     if tenant.allowed_models is not None:
         names = [n for n in names if n in tenant.allowed_models]
     data = [

@@ -168,3 +168,37 @@ def test_engine_args_cannot_override_launcher_flags(flag: str) -> None:
 def test_draft_model_pair_without_draft_is_refused() -> None:
     with pytest.raises(LaunchError, match="no draft_ref"):
         build_server_command(pool(pair_version=pair_version(draft_ref=None)), 1)
+
+
+def test_the_pair_versions_adapter_is_served_under_its_id_with_the_pools_own() -> None:
+    spec = pool(
+        pair_version=pair_version(adapter_id="tiny-sql", adapter_ref="/models/lora-sql"),
+        engine_args={"lora-modules": ["tiny-legal=/models/lora-legal"], "max-lora-rank": 8},
+    )
+    argv = build_server_command(spec, 8123, LaunchOptions(cpu_build=False)).argv
+    assert "--enable-lora" in argv
+    # One flag carrying every adapter: argparse keeps only the last of repeated flags.
+    assert argv.count("--lora-modules") == 1
+    at = argv.index("--lora-modules")
+    assert argv[at + 1 : at + 3] == ["tiny-sql=/models/lora-sql", "tiny-legal=/models/lora-legal"]
+    assert flag_value(argv, "--max-lora-rank") == "8"
+
+
+def test_a_baseline_pool_serves_its_lora_modules_and_no_adapter_means_no_lora() -> None:
+    base = pool(
+        pair_version=None,
+        engine_args={"lora-modules": [{"name": "tiny-sql", "path": "/models/lora-sql"}]},
+    )
+    argv = build_server_command(base, 8123, LaunchOptions(cpu_build=False)).argv
+    assert json.loads(flag_value(argv, "--lora-modules")) == {
+        "name": "tiny-sql",
+        "path": "/models/lora-sql",
+    }
+    assert "--enable-lora" in argv
+    plain = build_server_command(pool(), 8123, LaunchOptions(cpu_build=False)).argv
+    assert "--enable-lora" not in plain and "--lora-modules" not in plain
+
+
+def test_an_adapter_id_without_its_path_cannot_launch() -> None:
+    with pytest.raises(LaunchError, match="adapter_ref"):
+        build_server_command(pool(pair_version=pair_version(adapter_id="tiny-sql")), 8123)
