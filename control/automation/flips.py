@@ -110,6 +110,8 @@ def evidence_document(
             "max_kv_cache_usage": health.max_kv_cache_usage,
             "draft_available": health.draft_available,
             "unavailable_seconds": health.unavailable_seconds,
+            "mismatched_workers": health.mismatched_workers,
+            "mismatch": health.mismatch,
         }
     safe: dict[str, Any] = json_safe(doc)
     return safe

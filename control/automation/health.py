@@ -8,6 +8,7 @@ from control.automation import repository
 from control.automation.verdicts import PoolHealth
 from control.models import Rollout
 from control.settings import ControlSettings
+from control.workers.identity import exclusion
 
 
 def spec_pool_health(
@@ -20,7 +21,11 @@ def spec_pool_health(
     # sweep runs; freshness is checked here too so a dead pool cannot look alive.
     healthy = [w for w in workers if w.healthy and now - w.last_heartbeat_at <= stale_after]
     pressured = [w for w in healthy if w.high_memory_beats >= thresholds.memory_pressure_beats]
-    available = [w for w in healthy if w.draft_loaded]
+    spec_pool, digest = rollout.spec_pool, rollout.pair_version.target_digest
+    mismatches = [m for w in healthy if (m := exclusion(w, spec_pool, digest)) is not None]
+    # NOTE: a mismatched worker gets no traffic (the snapshot excludes it), so it cannot
+    # make the draft available either.
+    available = [w for w in healthy if w.draft_loaded and exclusion(w, spec_pool, digest) is None]
 
     unavailable_seconds = 0.0
     if not available:
@@ -46,4 +51,6 @@ def spec_pool_health(
         max_kv_cache_usage=max((w.kv_cache_usage for w in healthy), default=0.0),
         draft_available=bool(available),
         unavailable_seconds=unavailable_seconds,
+        mismatched_workers=len(mismatches),
+        mismatch=mismatches[0] if mismatches else None,
     )

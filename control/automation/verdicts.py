@@ -50,6 +50,9 @@ class Action(StrEnum):
 class GuardReason(StrEnum):
     MEMORY_PRESSURE = "memory_pressure"
     DRAFT_UNAVAILABLE = "draft_unavailable"
+    # Every healthy spec worker serves other weights or another engine version than
+    # the rollout's pair version: the arms would compare something else.
+    IDENTITY_MISMATCH = "identity_mismatch"
     POOL_SATURATED = "pool_saturated"
     LOW_ACCEPTANCE = "low_acceptance"
     LATENCY_REGRESSION = "latency_regression"
@@ -83,6 +86,9 @@ class PoolHealth:
     max_kv_cache_usage: float
     draft_available: bool
     unavailable_seconds: float  # 0 while a healthy worker with the draft is fresh
+    # Healthy workers whose model digest or engine version differs from the pair version.
+    mismatched_workers: int = 0
+    mismatch: str | None = None  # the first mismatched worker's typed reason
 
     @property
     def under_memory_pressure(self) -> bool:
@@ -292,6 +298,13 @@ def judge_guards(
             f"{thresholds.max_kv_cache_usage:.0%} KV-cache usage for "
             f"{thresholds.memory_pressure_beats}+ heartbeats",
             GuardReason.MEMORY_PRESSURE,
+        )
+    if health.healthy_workers > 0 and health.mismatched_workers == health.healthy_workers:
+        return Verdict(
+            Action.DISABLE,
+            f"no spec worker matches the pair version: all {health.healthy_workers} healthy "
+            f"workers report {health.mismatch}",
+            GuardReason.IDENTITY_MISMATCH,
         )
     if not health.draft_available and (
         health.unavailable_seconds >= thresholds.draft_unavailable_seconds

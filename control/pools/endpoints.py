@@ -4,7 +4,7 @@ from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 
 from control.api.auth import Reader, Writer
-from control.api.deps import SessionDep
+from control.api.deps import SessionDep, SettingsDep
 from control.api.errors import error_responses
 from control.api.idempotency import IdempotencyDep
 from control.api.ids import IdPath
@@ -38,8 +38,23 @@ def get_pool(pool_id: IdPath, session: SessionDep, _: Reader) -> Pool:
 
 
 @router.patch("/{pool_id}", response_model=Pool, responses=error_responses(404))
-def update_pool(pool_id: IdPath, body: PoolUpdate, session: SessionDep, principal: Writer) -> Pool:
-    return Pool.model_validate(service.update_pool(session, pool_id, body, actor=principal.actor))
+def update_pool(
+    pool_id: IdPath,
+    body: PoolUpdate,
+    session: SessionDep,
+    principal: Writer,
+    settings: SettingsDep,
+) -> Pool:
+    """422 `target_mismatch` when the change would leave a rollout's arms serving
+    different adapter sets."""
+    pool = service.update_pool(
+        session,
+        pool_id,
+        body,
+        actor=principal.actor,
+        model_roots=settings.resolved_model_roots(),
+    )
+    return Pool.model_validate(pool)
 
 
 @router.delete(

@@ -26,3 +26,15 @@ def rollouts_using(session: Session, pool_id: int) -> list[str]:
             )
         )
     )
+
+
+def live_rollouts_using(session: Session, pool_id: int) -> list[Rollout]:
+    """Rollouts on either arm of the pool that are not rolled back."""
+    return list(
+        session.scalars(
+            select(Rollout).where(
+                or_(Rollout.spec_pool_id == pool_id, Rollout.baseline_pool_id == pool_id),
+                Rollout.state != "rolled_back",
+            )
+        )
+    )

@@ -1,5 +1,7 @@
 """Pools: a spec pool must serve the target of its pair version."""
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -10,6 +12,7 @@ from control.models import PairVersion, Pool
 from control.pools import repository as repo
 from control.pools.schemas import PoolCreate, PoolUpdate
 from control.repository import delete_row, get_row
+from control.rollouts.targets import check_same_target
 
 
 def pool_state(pool: Pool) -> dict[str, Any]:
@@ -69,7 +72,14 @@ def create_pool(session: Session, body: PoolCreate, *, actor: str) -> Pool:
     return pool
 
 
-def update_pool(session: Session, pool_id: int, body: PoolUpdate, *, actor: str) -> Pool:
+def update_pool(
+    session: Session,
+    pool_id: int,
+    body: PoolUpdate,
+    *,
+    actor: str,
+    model_roots: Sequence[Path],
+) -> Pool:
     pool = get_pool(session, pool_id)
     before = pool_state(pool)
     if body.engine_args is not None:
@@ -77,6 +87,11 @@ def update_pool(session: Session, pool_id: int, body: PoolUpdate, *, actor: str)
     if body.desired_workers is not None:
         pool.desired_workers = body.desired_workers
     session.flush()
+    if body.engine_args is not None:
+        # NOTE: engine_args carry the pool's lora-modules: its rollouts' arms must still
+        # serve the same adapter set (and target) after the change; a 422 rolls it back.
+        for rollout in repo.live_rollouts_using(session, pool.id):
+            check_same_target(rollout.spec_pool, rollout.baseline_pool, model_roots=model_roots)
     record_change(
         session,
         actor=actor,

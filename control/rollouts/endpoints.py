@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from control.api.auth import Reader, Writer
-from control.api.deps import SessionDep
+from control.api.deps import SessionDep, SettingsDep
 from control.api.errors import error_responses
 from control.api.etag import etag, if_match, required_if_match, set_etag
 from control.api.idempotency import IdempotencyDep
@@ -34,8 +34,14 @@ def list_rollouts(
 @router.post(
     "", status_code=status.HTTP_201_CREATED, response_model=Rollout, responses=error_responses(409)
 )
-def create_rollout(body: RolloutCreate, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
-    rollout = service.create_rollout(session, body, actor=idem.principal.actor)
+def create_rollout(
+    body: RolloutCreate, session: SessionDep, idem: IdempotencyDep, settings: SettingsDep
+) -> JSONResponse:
+    """422 `target_mismatch` when the baseline pool's target weights (or adapter set)
+    differ from the spec pool's, naming both digests."""
+    rollout = service.create_rollout(
+        session, body, actor=idem.principal.actor, model_roots=settings.resolved_model_roots()
+    )
     return idem.remember(
         Rollout.of(rollout), status_code=201, headers={"ETag": etag(rollout.version)}
     )

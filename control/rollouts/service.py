@@ -6,6 +6,8 @@ update: the loser gets PreconditionFailed (412).
 """
 
 import secrets
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -26,6 +28,7 @@ from control.rollouts.state_machine import (
     RolloutAction,
     plan,
 )
+from control.rollouts.targets import check_same_target
 
 
 class RolloutConflict(Conflict):
@@ -106,7 +109,9 @@ def _require(session: Session, model: type[Any], ident: int, param: str) -> Any:
     return row
 
 
-def create_rollout(session: Session, body: RolloutCreate, *, actor: str) -> Rollout:
+def create_rollout(
+    session: Session, body: RolloutCreate, *, actor: str, model_roots: Sequence[Path]
+) -> Rollout:
     if repo.rollout_by_name(session, body.name) is not None:
         raise NameTaken("rollout", f"a rollout named {body.name!r} exists")
     _require(session, Segment, body.segment_id, "segment_id")
@@ -128,6 +133,7 @@ def create_rollout(session: Session, body: RolloutCreate, *, actor: str) -> Roll
             f"baseline pool {baseline.name!r} speculates; a baseline pool has no pair version",
             details={"param": "baseline_pool_id"},
         )
+    check_same_target(spec, baseline, model_roots=model_roots)
     open_ = repo.open_rollouts_of_segment(session, body.segment_id)
     if open_:
         raise RolloutConflict(

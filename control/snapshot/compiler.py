@@ -1,6 +1,7 @@
 """Compiling the live control state into one `PolicySnapshot` (ORM rows → contract)."""
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from pydantic import ValidationError
@@ -23,6 +24,7 @@ from control.contract import (
 )
 from control.models import PairVersion, Pool, Rollout, Segment, Tenant, Worker
 from control.snapshot import repository
+from control.workers.identity import exclusion, expected_target_digest
 from control.workers.service import is_fresh
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,9 @@ def pair_version_spec(pv: PairVersion) -> PairVersionSpec:
     )
 
 
-def worker_spec(worker: Worker, now: datetime, stale_after: timedelta) -> WorkerSpec:
+def worker_spec(
+    worker: Worker, now: datetime, stale_after: timedelta, excluded: str | None = None
+) -> WorkerSpec:
     return WorkerSpec(
         id=worker.id,
         pool_id=worker.pool_id,
@@ -58,10 +62,14 @@ def worker_spec(worker: Worker, now: datetime, stale_after: timedelta) -> Worker
         waiting=worker.waiting,
         last_heartbeat_at=worker.last_heartbeat_at,
         engine_version=worker.engine_version,
+        excluded=excluded,
     )
 
 
-def pool_snapshot(pool: Pool, now: datetime, stale_after: timedelta) -> PoolSnapshot:
+def pool_snapshot(
+    pool: Pool, now: datetime, stale_after: timedelta, baseline_of: dict[int, str] | None = None
+) -> PoolSnapshot:
+    expected = expected_target_digest(pool, baseline_of or {})
     return PoolSnapshot(
         id=pool.id,
         name=pool.name,
@@ -69,8 +77,16 @@ def pool_snapshot(pool: Pool, now: datetime, stale_after: timedelta) -> PoolSnap
         target_ref=pool.target_ref,
         pair_version_id=pool.pair_version_id,
         adapters=pool_adapters(pool),
-        workers=[worker_spec(w, now, stale_after) for w in pool.workers],
+        workers=[
+            worker_spec(w, now, stale_after, exclusion(w, pool, expected, engine=False))
+            for w in pool.workers
+        ],
     )
+
+
+def baseline_targets(rollouts: Sequence[Rollout]) -> dict[int, str]:
+    """Baseline pool id -> the target digest its rollouts' pair version serves."""
+    return {r.baseline_pool_id: r.pair_version.target_digest for r in rollouts}
 
 
 def pool_adapters(pool: Pool) -> list[str]:
@@ -149,7 +165,7 @@ def compile_snapshot(
         ttl_seconds=ttl_seconds,
         segments=segments,
         rollouts=[rollout_spec(r) for r in rollouts],
-        pools=[pool_snapshot(p, now, stale_after) for p in pools],
+        pools=[pool_snapshot(p, now, stale_after, baseline_targets(rollouts)) for p in pools],
         pair_versions=[
             pair_version_spec(pv) for pv in repository.load_pair_versions(session, referenced)
         ],

@@ -39,6 +39,7 @@ def _routing_view(worker: Worker) -> dict[str, Any]:
         "draft_loaded": worker.draft_loaded,
         # NOTE: gateways keep a pair version off workers of another engine version.
         "engine_version": worker.engine_version,
+        "model_digest": worker.model_digest,
     }
 
 
@@ -89,6 +90,7 @@ def record_heartbeat(
     worker.process_memory_bytes = beat.process_memory_bytes
     worker.gpu_memory_bytes = beat.gpu_memory_bytes
     worker.engine_version = beat.engine_version
+    worker.model_digest = beat.model_digest
     worker.high_memory_beats = (worker.high_memory_beats or 0) + 1 if high_memory else 0
     worker.last_heartbeat_at = now
     after = _routing_view(worker)

@@ -31,6 +31,8 @@ class WorkerProbe:
     speculative: bool
     pid: Callable[[], int | None] = lambda: None  # the server's current pid (it may restart)
     health_timeout: float = 2.0
+    # Weights digest of the target the server loads (engine.artifacts), read once at start.
+    model_digest: str | None = None
 
     def _get(self, http: httpx.Client, path: str) -> httpx.Response:
         return http.get(f"{self.endpoint_url}{path}", timeout=self.health_timeout)
@@ -66,6 +68,7 @@ class WorkerProbe:
             process_memory_bytes=process_tree_rss(pid) if pid is not None else 0,
             gpu_memory_bytes=gpu_memory_bytes(pids),
             engine_version=version,
+            model_digest=self.model_digest,
             sent_at=datetime.now(UTC),
         )
 

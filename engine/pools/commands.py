@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from engine.pools.supervisor import Supervisor
 
 
+log = logging.getLogger(__name__)
+
+
 def _current_pid(supervisor: "Supervisor", index: int) -> int | None:
     # NOTE: looked up on every beat: a restarted worker has a new server and pid.
     return supervisor.servers[index].pid
@@ -35,6 +38,18 @@ def worker_cores(cpu_cores: str | None, workers: int) -> list[str]:
 
     available = parse_cpu_list(cpu_cores) if cpu_cores else tuple(sorted(os.sched_getaffinity(0)))
     return [str(available[i % len(available)]) for i in range(workers)]
+
+
+def target_digest(target_ref: str) -> str | None:
+    """The weights digest the agent reports (as registration computes it); None when the
+    target cannot be read here, so the worker is simply not checked."""
+    from engine.artifacts import ArtifactError, combined_digest, weight_digests
+
+    try:
+        return combined_digest(weight_digests(Path(target_ref), "target"))
+    except (ArtifactError, OSError) as exc:
+        log.warning("no model digest for %s: %s", target_ref, exc)
+        return None
 
 
 def _worker_id(spec: PoolSpec, host: str, port: int) -> str:
@@ -113,6 +128,7 @@ def up(
     typer.echo(f"pool {spec.name} (id {spec.id}): starting {workers} worker(s) from {base_port}")
     supervisor.start(wait=False)
     agents: list[HeartbeatAgent] = []
+    digest = target_digest(spec.target_ref)
     for index, server in enumerate(supervisor.servers):
         endpoint = f"http://{public_host}:{server.port}"
         probe = WorkerProbe(
@@ -121,6 +137,7 @@ def up(
             speculative=server.command.speculative,
             pid=partial(_current_pid, supervisor, index),
             health_timeout=min(2.0, heartbeat_s / 2),
+            model_digest=digest,
         )
         worker_id = _worker_id(spec, public_host, server.port)
         agent = HeartbeatAgent(worker_id, probe, control, heartbeat_s)

