@@ -165,6 +165,13 @@ CATALOG: dict[str, Entry] = {
         "cumulative; increase over 1h",
         "sum by (reason) (increase(specroute_gateway_telemetry_batches_dropped_total[1h]))",
     ),
+    "specroute_gateway_request_records_dropped": Entry(
+        "sampled per-request records not shipped, by reason",
+        "—",
+        "records",
+        "cumulative; increase over 1h",
+        "sum by (reason) (increase(specroute_gateway_request_records_dropped_total[1h]))",
+    ),
     "specroute_gateway_telemetry_batches_pending": Entry(
         "telemetry batches waiting for delivery",
         "—",

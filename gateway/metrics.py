@@ -245,6 +245,14 @@ class GatewayMetrics:
             ["reason"],
             registry=r,
         )
+        self.request_records_dropped = Counter(
+            PREFIX + "request_records_dropped",
+            "Sampled per-request records not shipped to control, by reason: window_cap (over "
+            "telemetry_max_records_per_window), invalid (a value past the record contract's "
+            "bounds). The request still counts in its telemetry window. Unit: records.",
+            ["reason"],
+            registry=r,
+        )
         self.telemetry_pending = Gauge(
             PREFIX + "telemetry_batches_pending",
             "Telemetry batches waiting for delivery to control. Unit: batches.",
@@ -321,6 +329,9 @@ class GatewayMetrics:
 
     def observe_telemetry_dropped(self, reason: str, n: int = 1) -> None:
         self.telemetry_dropped.labels(reason).inc(n)
+
+    def observe_request_record_dropped(self, reason: str) -> None:
+        self.request_records_dropped.labels(reason).inc()
 
     def set_telemetry_pending(self, n: int) -> None:
         self.telemetry_pending.set(n)

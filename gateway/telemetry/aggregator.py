@@ -12,7 +12,7 @@ as a duplicate.
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -162,6 +162,7 @@ class TelemetryAggregator:
         *,
         started_at: float | None = None,
         max_records_per_window: int = 1000,
+        on_record_dropped: Callable[[str], None] | None = None,
     ) -> None:
         if window_seconds <= 0:
             raise ValueError("window_seconds must be positive")
@@ -171,6 +172,7 @@ class TelemetryAggregator:
         self.window_seconds = window_seconds
         self.max_pending_windows = max_pending_windows
         self.max_records_per_window = max_records_per_window
+        self.on_record_dropped = on_record_dropped
         # window start (epoch seconds) -> window; dicts keep insertion order,
         # and starts are inserted in increasing order, so the first is the oldest.
         self._windows: dict[int, _Window] = {}
@@ -198,7 +200,7 @@ class TelemetryAggregator:
             # A value past the contract's bounds must not cost the request its accounting.
             log.warning("request record %s does not fit the contract; not kept", rec.request_id)
             doc = None
-            self.dropped_request_records += 1
+            self._record_dropped("invalid")
         with self._lock:
             if self._last_drained_start is not None and start <= self._last_drained_start:
                 start = self._last_drained_start + self.window_seconds
@@ -215,7 +217,12 @@ class TelemetryAggregator:
                     window.records.append(doc)
                 else:
                     window.records_dropped += 1
-                    self.dropped_request_records += 1
+                    self._record_dropped("window_cap")
+
+    def _record_dropped(self, reason: str) -> None:
+        self.dropped_request_records += 1
+        if self.on_record_dropped is not None:
+            self.on_record_dropped(reason)
 
     def _open_window(self, start: int) -> _Window:
         # NOTE: bounded memory when nobody drains (control down and the flusher's own

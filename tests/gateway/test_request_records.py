@@ -6,6 +6,7 @@ import pytest
 
 from control.contract import Arm, SamplingSummary
 from gateway.decision.features import sampling_summary
+from gateway.metrics import GatewayMetrics
 from gateway.proxy.schemas import ChatCompletionBody, CompletionBody
 from gateway.telemetry import RequestRecord, TelemetryAggregator
 from gateway.telemetry.record import RequestFacts, Routing, record_doc
@@ -163,3 +164,21 @@ def test_structured_output_kind(extra: dict[str, object], kind: str | None) -> N
     assert summary.structured_output == kind
     assert summary.stop_count == (1 if "stop" in extra else 0)
     assert summary.seed_present is False
+
+
+def test_dropped_records_are_counted_by_reason_in_the_gateway_metrics() -> None:
+    metrics = GatewayMetrics(top_k_segments=4)
+    agg = TelemetryAggregator(
+        "gw-1",
+        window_seconds=10,
+        max_pending_windows=8,
+        max_records_per_window=1,
+        on_record_dropped=metrics.observe_request_record_dropped,
+    )
+    for i in range(3):
+        agg.record(rec(f"r{i}"))
+    agg.record(rec("bad", worker_id="w" * 300))
+    body, _ = metrics.render()
+    lines = body.decode().splitlines()
+    assert 'specroute_gateway_request_records_dropped_total{reason="window_cap"} 2.0' in lines
+    assert 'specroute_gateway_request_records_dropped_total{reason="invalid"} 1.0' in lines
