@@ -234,9 +234,16 @@ def decide(inp: DecisionInput) -> Decision:
         fallback_pair=_pair(snap, other) if primary is not None else None,
         adapter=adapter,
     )
-    mirrorable = reason is R.SHADOW and incompatible is None and spec_pool is not None
+    # NOTE: what the spec arm may not serve (parameters it cannot serve losslessly, a
+    # worker of another engine version, another adapter) is never mirrored either.
+    mirrorable = (
+        reason is R.SHADOW
+        and incompatible is None
+        and not version_mismatch
+        and not _adapter_mismatch(spec_pair, segment, adapter)
+        and spec_pool is not None
+    )
     if mirrorable and primary is not None and rollout is not None:
-        # NOTE: parameters the spec pool cannot serve losslessly are never mirrored either.
         sample_key = inp.request_id or inp.cohort_key
         if in_spec_cohort(rollout.cohort_salt, inp.tenant.name, sample_key, rollout.percentage):
             decision = replace(decision, mirror=spec_pool)
