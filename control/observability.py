@@ -78,14 +78,26 @@ class ControlCollector(Collector):
                 "Unit: ratio 0..1.",
                 labels=["pool", "worker"],
             )
+            queue = GaugeMetricFamily(
+                PREFIX + "pool_queue_depth",
+                "Requests the pool's healthy workers last reported running or waiting in the "
+                "engine (vLLM num_requests_running / num_requests_waiting), summed. "
+                "Unit: requests.",
+                labels=["pool", "kind", "state"],
+            )
             counts = q.worker_health_counts(s)
+            depth = q.pool_queue_depth(s)
             for pool_id, name, pair_version_id in q.pools(s):
                 kind = "baseline" if pair_version_id is None else "spec"
                 workers.add_metric([name, kind, "healthy"], counts.get((pool_id, True), 0))
                 workers.add_metric([name, kind, "unhealthy"], counts.get((pool_id, False), 0))
+                running, waiting = depth.get(pool_id, (0, 0))
+                queue.add_metric([name, kind, "running"], running)
+                queue.add_metric([name, kind, "waiting"], waiting)
             for pool_name, worker_id, usage in q.worker_kv_usage(s):
                 kv.add_metric([pool_name, worker_id], usage)
             yield workers
+            yield queue
             yield kv
 
             version = GaugeMetricFamily(

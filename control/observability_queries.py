@@ -49,3 +49,13 @@ def worker_kv_usage(s: Session) -> list[tuple[str, str, float]]:
         select(Pool.name, Worker.id, Worker.kv_cache_usage).join(Pool, Pool.id == Worker.pool_id)
     ).all()
     return [(p, w, float(u)) for p, w, u in rows]
+
+
+def pool_queue_depth(s: Session) -> dict[int, tuple[int, int]]:
+    """Pool id -> (running, waiting) summed over its healthy workers' last heartbeats."""
+    rows = s.execute(
+        select(Worker.pool_id, func.sum(Worker.running), func.sum(Worker.waiting))
+        .where(Worker.healthy.is_(True))
+        .group_by(Worker.pool_id)
+    ).all()
+    return {pool_id: (int(r or 0), int(w or 0)) for pool_id, r, w in rows}

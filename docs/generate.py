@@ -207,6 +207,13 @@ CATALOG: dict[str, Entry] = {
         "instant (read from SQL per scrape)",
         'sum by (pool) (specroute_control_pool_workers{kind="spec", health="healthy"}) == 0',
     ),
+    "specroute_control_pool_queue_depth": Entry(
+        "requests running or waiting in the pool's engines (healthy workers, last heartbeat)",
+        "—",
+        "requests",
+        "instant (last heartbeats)",
+        'sum by (pool) (specroute_control_pool_queue_depth{state="waiting"})',
+    ),
     "specroute_control_worker_kv_cache_usage": Entry(
         "KV-cache usage last reported by the worker's agent",
         "—",

@@ -57,6 +57,8 @@ def test_metrics_follow_rollout_flips_and_heartbeats(
             "healthy": True,
             "draft_loaded": True,
             "kv_cache_usage": 0.42,
+            "running": 3,
+            "waiting": 2,
             "sent_at": datetime.now(UTC).isoformat(),
         },
     )
@@ -107,6 +109,17 @@ def test_metrics_follow_rollout_flips_and_heartbeats(
         ]
         == 0.42
     )
+    depth = {
+        (dict(labels)["pool"], dict(labels)["state"]): value
+        for (name, labels), value in after.items()
+        if name == "specroute_control_pool_queue_depth"
+    }
+    assert depth == {
+        ("tiny-spec", "running"): 3.0,
+        ("tiny-spec", "waiting"): 2.0,
+        ("tiny-base", "running"): 0.0,
+        ("tiny-base", "waiting"): 0.0,
+    }
     assert (
         after[("specroute_control_snapshot_version", ())]
         > before[("specroute_control_snapshot_version", ())]
