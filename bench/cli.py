@@ -6,9 +6,11 @@ app = typer.Typer(help="Benchmarks on real vLLM engines (long runs; see bench/RE
 
 
 def register() -> None:
+    from bench.break_even_cli import break_even
     from bench.streams_cli import streams
 
     app.command("streams")(streams)
+    app.command("break-even")(break_even)
 
 
 register()
