@@ -55,6 +55,10 @@ def beat_schedule(settings: ControlSettings) -> dict[str, dict[str, Any]]:
             "task": f"{TASK_PREFIX}.evaluate_canaries",
             "schedule": timedelta(seconds=settings.evaluation_interval_seconds),
         },
+        "advance-offline": {
+            "task": f"{TASK_PREFIX}.advance_offlines",
+            "schedule": timedelta(seconds=settings.evaluation_interval_seconds),
+        },
         "evaluate-shadows": {
             "task": f"{TASK_PREFIX}.evaluate_shadows",
             "schedule": timedelta(seconds=settings.evaluation_interval_seconds),

@@ -24,7 +24,7 @@ from control.automation.flips import (
     seconds_since,
 )
 from control.automation.health import spec_pool_health
-from control.automation.shadow import judge_shadow
+from control.automation.shadow import judge_offline, judge_shadow
 from control.automation.verdicts import (
     Action,
     PoolHealth,
@@ -37,6 +37,7 @@ from control.contract import EXPOSING_STATES, RolloutState
 from control.db import Database
 from control.errors import ControlError
 from control.models import DepthRecommendation, Rollout, utcnow
+from control.rollouts.gates import offline_gate
 from control.settings import ControlSettings
 from control.stats import StatsError, advise_depth, cost_ratio_from_speedup, expected_speedup
 
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 EVALUATED_STATES = (RolloutState.CANARY, RolloutState.RAMPING, RolloutState.PROBATION)
 SHADOW_STATES = (RolloutState.SHADOW,)
+OFFLINE_STATES = (RolloutState.OFFLINE,)
 
 
 def _run(
@@ -159,6 +161,23 @@ def evaluate_shadow(
         )
 
     return _run(database, rollout_id, task_id, SHADOW_STATES, judge)
+
+
+def advance_offline(
+    database: Database, settings: ControlSettings, rollout_id: int, task_id: str | None
+) -> Outcome:
+    """A rollout waiting in `offline` moves into shadow once an offline evaluation of its
+    pair version meets the offline criteria (the same gate an admin `start` checks)."""
+
+    def judge(session: Session, rollout: Rollout, now: datetime) -> Outcome:
+        verdict = judge_offline(offline_gate(session, rollout))
+        if verdict.action is Action.WAIT:
+            return Outcome(rollout.id, verdict.action.value, verdict.reason)
+        return _flip_or_raise(
+            session, rollout, verdict, "offline_passed", evidence=None, health=None, task_id=task_id
+        )
+
+    return _run(database, rollout_id, task_id, OFFLINE_STATES, judge)
 
 
 def guard_rollout(

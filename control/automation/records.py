@@ -130,6 +130,11 @@ def _policy(verdict: Verdict, r: Rollout, t: ThresholdSet, to_state: str, pct: f
         return f"{pct:g} % of the segment's cohorts go to the spec arm (sticky: nobody leaves it)."
     if verdict.action is Action.ENABLE:
         return f"{pct:g} % of the segment's cohorts go to the spec arm again, on probation."
+    if verdict.action is Action.START and to_state == "shadow":
+        return (
+            f"The shadow starts: {pct:g} % of the segment's requests are mirrored to the spec "
+            "pool, responses discarded; every caller is served by the baseline arm."
+        )
     if verdict.action is Action.START:
         return (
             f"The canary starts: {pct:g} % of the segment's cohorts go to the spec arm; the "

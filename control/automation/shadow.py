@@ -25,6 +25,7 @@ from control.automation.evidence import Evidence
 from control.automation.verdicts import Action, Verdict, failure_action, monitor_failures
 from control.contract import RolloutState
 from control.models import ThresholdSet
+from control.rollouts.gates import GateResult
 from control.stats import SprtDecision
 
 SHADOW_PASSED = "passed"
@@ -93,3 +94,17 @@ def judge_shadow(
             checks,
         )
     return Verdict(Action.HOLD, f"shadow inconclusive (not yet: {failed})", "inconclusive", checks)
+
+
+def judge_offline(gate: GateResult) -> Verdict:
+    """Offline → shadow as soon as the offline gate holds; otherwise keep waiting."""
+    if not gate.holds:
+        return Verdict(Action.WAIT, "; ".join(gate.missing))
+    checks = {name: bool(c["passed"]) for name, c in gate.facts.get("checks", {}).items()}
+    return Verdict(
+        Action.START,
+        f"offline evaluation {gate.facts['evaluation_id']} meets the offline criteria "
+        f"(cost ratio {gate.facts['cost_ratio']:.3f} from {gate.facts['cost_ratio_source']})",
+        "offline_passed",
+        checks,
+    )

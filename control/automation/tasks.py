@@ -63,6 +63,8 @@ def _purge_request_records(self: Any) -> Result:
 TASKS: dict[str, Callable[..., Any]] = {
     "evaluate_canary": _one(jobs.evaluate_canary),
     "evaluate_canaries": _sweep(jobs.evaluate_canary, jobs.EVALUATED_STATES),
+    "advance_offline": _one(jobs.advance_offline),
+    "advance_offlines": _sweep(jobs.advance_offline, jobs.OFFLINE_STATES),
     "evaluate_shadow": _one(jobs.evaluate_shadow),
     "evaluate_shadows": _sweep(jobs.evaluate_shadow, jobs.SHADOW_STATES),
     "guard_rollout": _one(jobs.guard_rollout),

@@ -1,6 +1,6 @@
 """The rollout state machine, pure: which action moves which state where.
 
-    draft ──evaluate──▶ offline (waits for a qualifying offline evaluation)
+    draft ──evaluate──▶ offline (the automation starts the shadow once an evaluation qualifies)
     draft/offline/rolled_back ──start──▶ shadow ──start──▶ canary
                                    ──promote──▶ ramping ──promote──▶ … ──▶ full
     shadow/canary/ramping/full/probation ──pause──▶ paused ──resume──▶ (state it paused from)

@@ -111,3 +111,82 @@ def test_shadow_passes_into_canary_then_a_second_shadow_fails(
     failed = sc.decisions(committed_database, setup.rollout_id)[-1]
     assert (failed.kind, failed.from_state) == ("shadow_low_acceptance", "shadow")
     assert failed.record_markdown is not None and "shadow failed" in failed.record_markdown
+
+
+def test_offline_rollout_moves_into_shadow_when_an_evaluation_qualifies(
+    automation_app: AutomationCelery, committed_database: Database
+) -> None:
+    from datetime import date
+
+    from control.models import EvalCase, EvalSet, OfflineEvaluation, Segment
+
+    setup = sc.create_rollout(committed_database, shadow=True)
+    current = sc.rollout(committed_database, setup.rollout_id)
+    sc.admin_transition(
+        committed_database, setup.rollout_id, RolloutAction.ROLLBACK, current.version
+    )
+    current = sc.rollout(committed_database, setup.rollout_id)
+    sc.admin_transition(
+        committed_database, setup.rollout_id, RolloutAction.EVALUATE, current.version
+    )
+    assert sc.rollout(committed_database, setup.rollout_id).state == "offline"
+    waiting = sc.run_task(automation_app, "advance_offline", setup.rollout_id)
+    assert waiting["action"] == "wait" and "names no eval set" in waiting["reason"]
+
+    with committed_database.session() as s:
+        segment = s.get(Segment, setup.segment_id)
+        assert segment is not None
+        segment.eval_set = f"evals-{setup.rollout_id}"
+        eval_set = EvalSet(
+            name=segment.eval_set,
+            version=1,
+            prompt_store="file:///evals.jsonl",
+            created_by="admin:test",
+            cases=[
+                EvalCase(
+                    case_key=f"c{i}",
+                    labels={},
+                    why="w",
+                    source="curated",
+                    reviewer="r",
+                    supports="s",
+                    refresh_by=date(2999, 1, 1),
+                    prompt_ref=f"p{i}",
+                    prompt_sha256="0" * 64,
+                )
+                for i in range(20)
+            ],
+        )
+        s.add(eval_set)
+        s.flush()
+        s.add(
+            OfflineEvaluation(
+                pair_version_id=setup.pair_version_id,
+                eval_set_id=eval_set.id,
+                cases=20,
+                drafts=400,
+                position_acceptance=[0.9, 0.8, 0.7],
+                mean_acceptance_length=1 + 0.9 + 0.72 + 0.504,
+                cost_ratio=0.1,
+                expected_speedup={"3": 2.0},
+                stale_case_keys=[],
+                actor="admin:test",
+            )
+        )
+    moved = [
+        r
+        for r in sc.run_task(automation_app, "advance_offlines")
+        if r["rollout_id"] == setup.rollout_id
+    ]
+    assert moved[0]["action"] == "start" and moved[0]["to_state"] == "shadow", moved
+    decision = sc.decisions(committed_database, setup.rollout_id)[-1]
+    assert (decision.kind, decision.from_state, decision.to_state) == (
+        "offline_passed",
+        "offline",
+        "shadow",
+    )
+    assert decision.actor == "automation"
+    assert decision.evidence["gates"]["offline_evaluation"]["holds"] is True
+    assert decision.evidence["verdict"]["checks"]["expected_speedup"] is True
+    assert decision.record_markdown is not None
+    assert "The shadow starts: 10 % of the segment's requests" in decision.record_markdown
