@@ -59,6 +59,34 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
         "Time to first token at the gateway, median over 5 m.",
     ),
     (
+        "TPOT p95 / p99: spec vs baseline",
+        "s",
+        [
+            ("segment_arm:specroute_tpot_seconds:p95_5m", "p95 {{segment}} {{arm}}"),
+            ("segment_arm:specroute_tpot_seconds:p99_5m", "p99 {{segment}} {{arm}}"),
+        ],
+        "Tail time per output token over 5 m, next to the median above.",
+    ),
+    (
+        "TTFT p95 / p99: spec vs baseline",
+        "s",
+        [
+            ("segment_arm:specroute_ttft_seconds:p95_5m", "p95 {{segment}} {{arm}}"),
+            ("segment_arm:specroute_ttft_seconds:p99_5m", "p99 {{segment}} {{arm}}"),
+        ],
+        "Tail time to first token over 5 m, next to the median above.",
+    ),
+    (
+        "Full-proposal acceptance and correction rate",
+        "percentunit",
+        [
+            ("segment:specroute_full_proposal_acceptance:ratio_rate5m", "full {{segment}}"),
+            ("segment:specroute_correction_rate:ratio_rate5m", "corrected {{segment}}"),
+        ],
+        "Drafts accepted whole (all k tokens) / drafts, and 1 minus that: drafts the "
+        "target corrected.",
+    ),
+    (
         "Arm shares by segment",
         "percentunit",
         [("segment_arm:specroute_request_share:rate5m", "{{segment}} {{arm}}")],
@@ -92,6 +120,12 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
         "percentunit",
         [("max by (pool) (specroute_control_worker_kv_cache_usage)", "{{pool}}")],
         "Highest KV-cache usage reported by the pool's workers.",
+    ),
+    (
+        "Queue depth per pool",
+        "short",
+        [("sum by (pool, state) (specroute_control_pool_queue_depth)", "{{pool}} {{state}}")],
+        "Requests running and waiting in the pool's engines (healthy workers' heartbeats).",
     ),
     (
         "Healthy workers per pool",

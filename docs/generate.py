@@ -66,6 +66,13 @@ CATALOG: dict[str, Entry] = {
         "sum by (segment) (rate(specroute_gateway_spec_accepted_tokens_total[5m])) "
         "/ sum by (segment) (rate(specroute_gateway_spec_drafted_tokens_total[5m]))",
     ),
+    "specroute_gateway_spec_full_proposals": Entry(
+        "draft proposals accepted whole (all k tokens)",
+        "specroute_gateway_spec_drafts_total (correction rate: 1 - the ratio)",
+        "drafts",
+        "rate over 5m",
+        "segment:specroute_full_proposal_acceptance:ratio_rate5m",
+    ),
     "specroute_gateway_spec_accepted_tokens_by_position": Entry(
         "accepted draft tokens at a draft position",
         "drafts (share of drafts accepted at that position)",

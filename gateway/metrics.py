@@ -146,6 +146,16 @@ class GatewayMetrics:
             ["segment", "pair_version"],
             registry=r,
         )
+        self.full_proposals = Counter(
+            PREFIX + "spec_full_proposals",
+            "Draft proposals the target accepted whole (all k tokens: the accepted count at "
+            "the last draft position). Unit: drafts. Full-proposal acceptance: "
+            "rate(specroute_gateway_spec_full_proposals_total[5m]) "
+            "/ rate(specroute_gateway_spec_drafts_total[5m]); correction rate "
+            "(drafts the target corrected): 1 minus that.",
+            ["segment", "pair_version"],
+            registry=r,
+        )
         self.accepted_by_position = Counter(
             PREFIX + "spec_accepted_tokens_by_position",
             "Accepted draft tokens at draft position (0-based; the last position value "
@@ -286,6 +296,10 @@ class GatewayMetrics:
             # spec request on and per-position ratios read 0, not "no data".
             for i, n in enumerate(rec.accepted_per_position):
                 child(self.accepted_by_position, segment, pv, str(min(i, last))).inc(n)
+            # NOTE: a position is reached only after every earlier one was accepted, so
+            # the last position's count is the number of proposals accepted whole.
+            full = rec.accepted_per_position[-1] if rec.accepted_per_position else 0
+            child(self.full_proposals, segment, pv).inc(full)
         if rec.ttft_ms is not None:
             child(self.ttft, segment, arm).observe(rec.ttft_ms / 1000.0)
         if rec.tpot_ms is not None:
@@ -350,6 +364,7 @@ class GatewayMetrics:
             self.drafted_tokens,
             self.accepted_tokens,
             self.accepted_by_position,
+            self.full_proposals,
             self.ttft,
             self.tpot,
             self.e2e,
