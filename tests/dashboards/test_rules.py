@@ -4,6 +4,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from dashboards.generate import OUTPUT, build, expressions
 from tests.fixtures.services import require_prometheus_tool
 
@@ -46,3 +48,17 @@ def test_committed_dashboard_is_current() -> None:
     assert "Queue depth per pool" in titles
     assert "KV-cache usage per pool" in titles
     assert "Acceptance by draft position" in titles
+
+
+def test_every_alert_links_a_runbook_that_exists() -> None:
+    rules = yaml.safe_load((ROOT / "dashboards/rules.yml").read_text())
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    assert len(alerts) == 7
+    for alert in alerts:
+        url = alert["annotations"].get("runbook_url")
+        assert url, f"{alert['alert']} links no runbook"
+        text = (ROOT / url).read_text()
+        assert text.startswith(f"# {alert['alert']}\n")
+        for section in ("What it means", "What the automation already did", "What to check"):
+            assert f"**{section}.**" in text, (alert["alert"], section)
+        assert "**How to reverse.**" in text
