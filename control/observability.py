@@ -54,6 +54,17 @@ class ControlCollector(Collector):
             yield state
             yield pct
 
+            floor = GaugeMetricFamily(
+                PREFIX + "rollout_min_acceptance_rate",
+                "The acceptance rate an exposing rollout's guard tests against "
+                "(min_acceptance_rate of its threshold set), for alerts on the same "
+                "threshold. Unit: ratio 0..1.",
+                labels=["rollout", "segment"],
+            )
+            for rollout, segment, minimum in q.rollout_acceptance_thresholds(s):
+                floor.add_metric([rollout, segment], minimum)
+            yield floor
+
             flips = CounterMetricFamily(
                 PREFIX + "decisions",
                 "Rollout flips stored as decision rows, by kind and actor "

@@ -4,7 +4,7 @@ function per metric family, returning plain tuples."""
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from control.models import Decision, Pool, Rollout, Segment, Worker
+from control.models import Decision, Pool, Rollout, Segment, ThresholdSet, Worker
 
 
 def rollout_states(s: Session) -> list[tuple[str, str, str, float]]:
@@ -59,3 +59,15 @@ def pool_queue_depth(s: Session) -> dict[int, tuple[int, int]]:
         .group_by(Worker.pool_id)
     ).all()
     return {pool_id: (int(r or 0), int(w or 0)) for pool_id, r, w in rows}
+
+
+def rollout_acceptance_thresholds(s: Session) -> list[tuple[str, str, float]]:
+    """(rollout, segment, min_acceptance_rate of its threshold set) for exposing rollouts:
+    the threshold the acceptance guard tests against."""
+    rows = s.execute(
+        select(Rollout.name, Segment.name, ThresholdSet.min_acceptance_rate)
+        .join(Segment, Segment.id == Rollout.segment_id)
+        .join(ThresholdSet, ThresholdSet.id == Rollout.threshold_set_id)
+        .where(Rollout.state.in_(["canary", "ramping", "full", "probation"]))
+    ).all()
+    return [(r, seg, float(m)) for r, seg, m in rows]

@@ -73,6 +73,13 @@ CATALOG: dict[str, Entry] = {
         "rate over 5m",
         "segment:specroute_full_proposal_acceptance:ratio_rate5m",
     ),
+    "specroute_gateway_spec_judged_positions": Entry(
+        "specroute_gateway_spec_accepted_tokens_total",
+        "draft positions the target judged",
+        "ratio 0..1",
+        "rate over 5m",
+        "segment:specroute_judged_acceptance_rate:ratio_rate5m",
+    ),
     "specroute_gateway_spec_accepted_tokens_by_position": Entry(
         "accepted draft tokens at a draft position",
         "drafts (share of drafts accepted at that position)",
@@ -200,6 +207,13 @@ CATALOG: dict[str, Entry] = {
         "instant (read from SQL per scrape)",
         "specroute_control_rollout_spec_percentage",
     ),
+    "specroute_control_rollout_min_acceptance_rate": Entry(
+        "the exposing rollout's min_acceptance_rate (its threshold set)",
+        "—",
+        "ratio 0..1",
+        "instant",
+        "max by (segment) (specroute_control_rollout_min_acceptance_rate)",
+    ),
     "specroute_control_decisions": Entry(
         "decision rows (flips) by kind, target state and actor type",
         "—",
@@ -259,6 +273,9 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_spec_full_proposals": (
         "the baseline arm; spec requests without per-position counters"
     ),
+    "specroute_gateway_spec_judged_positions": (
+        "the baseline arm; spec requests without per-position counters"
+    ),
     "specroute_gateway_spec_accepted_tokens_by_position": (
         "the baseline arm; positions past the last label value are folded into it"
     ),
@@ -285,6 +302,7 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_telemetry_batches_pending": "—",
     "specroute_control_rollout_state": "deleted rollouts",
     "specroute_control_rollout_spec_percentage": "rollouts in a non-exposing state (reported 0)",
+    "specroute_control_rollout_min_acceptance_rate": "rollouts not exposing spec traffic",
     "specroute_control_decisions": "holds (no flip) and flips that lost a compare-and-set",
     "specroute_control_pool_workers": "workers never registered by a heartbeat",
     "specroute_control_pool_queue_depth": (

@@ -156,6 +156,14 @@ class GatewayMetrics:
             ["segment", "pair_version"],
             registry=r,
         )
+        self.judged_positions = Counter(
+            PREFIX + "spec_judged_positions",
+            "Draft positions the target judged (drafts + accepted - accepted at the last "
+            "position: positions after a rejection are never judged), the denominator of "
+            "the request-unit acceptance the automation's guard tests. Unit: positions.",
+            ["segment", "pair_version"],
+            registry=r,
+        )
         self.accepted_by_position = Counter(
             PREFIX + "spec_accepted_tokens_by_position",
             "Accepted draft tokens at draft position (0-based; the last position value "
@@ -300,6 +308,9 @@ class GatewayMetrics:
             # the last position's count is the number of proposals accepted whole.
             full = rec.accepted_per_position[-1] if rec.accepted_per_position else 0
             child(self.full_proposals, segment, pv).inc(full)
+            judged = rec.judged_positions
+            if judged is not None:
+                child(self.judged_positions, segment, pv).inc(judged)
         if rec.ttft_ms is not None:
             child(self.ttft, segment, arm).observe(rec.ttft_ms / 1000.0)
         if rec.tpot_ms is not None:
@@ -365,6 +376,7 @@ class GatewayMetrics:
             self.accepted_tokens,
             self.accepted_by_position,
             self.full_proposals,
+            self.judged_positions,
             self.ttft,
             self.tpot,
             self.e2e,

@@ -109,6 +109,12 @@ def test_metrics_follow_rollout_flips_and_heartbeats(
         ]
         == 0.42
     )
+    # The exposing rollout's acceptance floor, from its threshold set (the guard's).
+    floor_key = (
+        "specroute_control_rollout_min_acceptance_rate",
+        (("rollout", "code-tiny"), ("segment", "code")),
+    )
+    assert floor_key not in before and after[floor_key] == 0.3
     depth = {
         (dict(labels)["pool"], dict(labels)["state"]): value
         for (name, labels), value in after.items()

@@ -24,7 +24,7 @@ def test_rules_are_valid() -> None:
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 20 rules found" in out.stdout
+    assert "SUCCESS: 21 rules found" in out.stdout
 
 
 def test_rule_unit_tests_pass() -> None:

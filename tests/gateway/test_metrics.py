@@ -162,8 +162,14 @@ def test_full_proposals_count_the_drafts_accepted_whole() -> None:
     m = GatewayMetrics(top_k_segments=4)
     # 8 drafts of k=3: 6 accepted position 0, 4 position 1, 2 all three.
     m.observe_request(rec(segment_name="code", accepted_per_position=(6, 4, 2), drafts=8))
-    m.observe_request(rec(segment_name="code", accepted_per_position=(5, 1, 0), drafts=8))
+    m.observe_request(
+        rec(segment_name="code", accepted_per_position=(5, 1, 0), accepted_tokens=6, drafts=8)
+    )
     full = [s for s in samples(m) if s.name == "specroute_gateway_spec_full_proposals_total"]
     assert [(s.labels["segment"], s.value) for s in full] == [("code", 2.0)]
     drafts = [s for s in samples(m) if s.name == "specroute_gateway_spec_drafts_total"]
     assert [s.value for s in drafts] == [16.0]  # full-proposal acceptance 2/16
+    # Judged positions, the guard's denominator: drafts + accepted - accepted at the last
+    # position, per request: (8 + 12 - 2) + (8 + 6 - 0).
+    judged = [s for s in samples(m) if s.name == "specroute_gateway_spec_judged_positions_total"]
+    assert [s.value for s in judged] == [18.0 + 14.0]
