@@ -231,3 +231,77 @@ def test_admin_cli_reports_auth_and_connection_errors(server: str) -> None:
     result = down.invoke(root, ["admin", "status"])
     assert result.exit_code == 1
     assert "unreachable" in result.output
+
+
+def test_admin_cli_tells_one_requests_story_and_lists_them(server: str) -> None:
+    record = {
+        "request_id": "req-cli-1",
+        "received_at": "2026-12-01T03:00:00Z",
+        "tenant_id": 1,
+        "tenant": "acme",
+        "endpoint": "chat",
+        "stream": True,
+        "model": "tiny",
+        "adapter": "tiny-sql",
+        "segment_id": 2,
+        "segment": "code",
+        "rollout_id": 5,
+        "rollout_version": 3,
+        "pair_version_id": 7,
+        "pair": "tiny-v1",
+        "arm": "spec",
+        "reason": "cohort_spec",
+        "pool_id": 1,
+        "worker_id": "w-1",
+        "engine_version": "0.32.0",
+        "sampling": {"temperature": 0.7, "seed_present": True, "stop_count": 1},
+        "prompt_tokens": 12,
+        "completion_tokens": 30,
+        "drafts": 10,
+        "drafted_tokens": 30,
+        "accepted_tokens": 18,
+        "accepted_per_position": [8, 6, 4],
+        "ttft_ms": 40.0,
+        "tpot_ms": 6.5,
+        "e2e_ms": 228.5,
+        "outcome": "error",
+        "http_status": 502,
+        "error_code": "stream_broken",
+    }
+    batch = {
+        "gateway_id": "gw-cli",
+        "window_start": "2026-12-01T03:00:00Z",
+        "windows": [],
+        "requests": [record],
+    }
+    posted = httpx.post(
+        server + "/internal/v1/telemetry",
+        json=batch,
+        headers={"Authorization": "Bearer cli-internal"},
+    )
+    assert posted.status_code == 200 and posted.json()["requests_stored"] == 1, posted.text
+    runner = CliRunner(
+        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
+    )
+    story = runner.invoke(root, ["admin", "request", "req-cli-1"])
+    assert story.exit_code == 0, story.output
+    for line in (
+        "tenant     acme (1)",
+        "asked      chat stream, model tiny, adapter tiny-sql",
+        "segment    code (2)",
+        "rollout    5 (version 3)",
+        "decision   arm=spec reason=cohort_spec, pair tiny-v1 (version id 7)",
+        "accepted   18/30 drafted tokens in 10 drafts, per position [8, 6, 4]",
+        "latency    TTFT 40.0 ms, TPOT 6.5 ms, end-to-end 228.5 ms",
+        "outcome    error HTTP 502 (stream_broken)",
+    ):
+        assert line in story.output, (line, story.output)
+    assert "seed_present=True" in story.output and "stop_count=1" in story.output
+    as_json = runner.invoke(root, ["admin", "request", "req-cli-1", "--json"])
+    assert json.loads(as_json.output)["gateway_id"] == "gw-cli"
+    listed = runner.invoke(root, ["admin", "requests", "--tenant", "acme", "--outcome", "error"])
+    assert listed.exit_code == 0 and "req-cli-1" in listed.output
+    none = runner.invoke(root, ["admin", "requests", "--tenant", "globex"])
+    assert none.exit_code == 0 and "req-cli-1" not in none.output
+    missing = runner.invoke(root, ["admin", "request", "req-nope"])
+    assert missing.exit_code == 1 and "request_not_found" in missing.output
