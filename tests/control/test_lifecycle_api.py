@@ -4,6 +4,7 @@ and `start` gated on evidence (offline → shadow → canary), with audited waiv
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -264,3 +265,32 @@ def test_suggest_depth_registers_the_advised_sibling_version(
     advise(3)
     same = app_client.post(url, headers=admin_headers)
     assert same.status_code == 409 and same.json()["error"]["code"] == "already_at_advised_depth"
+
+
+def test_offline_gate_uses_the_spec_pools_measured_cost_ratio(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any], session: Session
+) -> None:
+    rid = seeded["rollout"]["id"]
+    qualify_offline(app_client, admin_headers, seeded)
+    # The automation measured the spec pool's draft far costlier than the evaluation assumed.
+    advice = DepthRecommendation(
+        rollout_id=rid,
+        pair_version_id=seeded["version"]["id"],
+        current_k=3,
+        recommended_k=1,
+        expected_speedup_current=0.8,
+        expected_speedup_recommended=0.9,
+        evidence={"advice": {"cost_ratio": 1.0}},
+    )
+    session.add(advice)
+    session.flush()
+    refused = _act(app_client, admin_headers, rid, "start")
+    assert refused.status_code == 409
+    details = refused.json()["error"]["details"]
+    facts = details["facts"]["offline_evaluation"]
+    assert facts["cost_ratio"] == 1.0
+    assert facts["cost_ratio_source"] == f"depth recommendation {advice.id} (spec pool)"
+    # tau(3) = 1 + .9 + .72 + .504 = 3.124 over 1 + 3 x 1.0: 0.781 < 1.05.
+    assert facts["checks"]["expected_speedup"]["value"] == pytest.approx(3.124 / 4)
+    reasons = details["reasons"]["offline_evaluation"]
+    assert any("expected_speedup 0.781 is not >= 1.05" in r for r in reasons), reasons
