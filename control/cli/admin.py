@@ -682,6 +682,7 @@ def request_show(
 def requests_list(
     tenant: str | None = typer.Option(None, help="Tenant name."),
     segment: int | None = typer.Option(None, help="Segment id."),
+    adapter: str | None = typer.Option(None, help="LoRA adapter."),
     arm: str | None = typer.Option(None, help="spec or baseline."),
     outcome: str | None = typer.Option(None, help="ok, error or cancelled."),
     since: str | None = typer.Option(None, help="Received at or after (ISO 8601, UTC)."),
@@ -693,6 +694,7 @@ def requests_list(
     for key, value in (
         ("tenant", tenant),
         ("segment_id", segment),
+        ("adapter", adapter),
         ("arm", arm),
         ("outcome", outcome),
         ("since", since),

@@ -37,6 +37,7 @@ def list_records(
     tenant_id: int | None,
     tenant: str | None,
     segment_id: int | None,
+    adapter: str | None,
     arm: str | None,
     outcome: str | None,
     http_status: int | None,
@@ -55,6 +56,8 @@ def list_records(
         filters.append(RequestRecordRow.tenant == tenant)
     if segment_id is not None:
         filters.append(RequestRecordRow.segment_id == segment_id)
+    if adapter is not None:
+        filters.append(RequestRecordRow.adapter == adapter)
     if arm is not None:
         filters.append(RequestRecordRow.arm == arm)
     if outcome is not None:

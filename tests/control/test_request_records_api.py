@@ -132,6 +132,7 @@ def test_listing_filters_by_tenant_segment_arm_outcome_and_time(
         record("a", received_at=(T0 + timedelta(seconds=1)).isoformat()),
         record(
             "b",
+            adapter="tiny-sql",
             arm="baseline",
             reason="cohort_baseline",
             received_at=(T0 + timedelta(seconds=2)).isoformat(),
@@ -166,6 +167,7 @@ def test_listing_filters_by_tenant_segment_arm_outcome_and_time(
     assert ids(tenant="globex") == ["c"] and ids(tenant_id=5) == ["c"]
     assert ids(segment_id=3, tenant="acme") == ["e", "b", "a"]
     assert ids(arm="baseline") == ["d", "b"]
+    assert ids(adapter="tiny-sql") == ["b"]
     assert ids(outcome="error") == ["e"] and ids(status=502) == ["e"]
     assert ids(
         since=(T0 + timedelta(seconds=2)).isoformat(), until=(T0 + timedelta(seconds=4)).isoformat()
