@@ -5,6 +5,7 @@ SPECROUTE_ADMIN_TOKEN. API errors print their message and exit with 1.
 """
 
 import json
+import os
 from enum import StrEnum
 from typing import Any
 
@@ -48,15 +49,26 @@ class _LazyConsole:
 console: Any = _LazyConsole()
 
 
+DEV_ADMIN_TOKEN = "specroute-admin-dev"
+
+
 class Api:
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str | None) -> None:
+        self.token = token
         self.client = httpx.Client(
             base_url=url.rstrip("/") + "/admin/v1",
-            headers={"Authorization": f"Bearer {token}"},
+            headers={"Authorization": f"Bearer {token}"} if token else {},
             timeout=30.0,
         )
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if not self.token:
+            console.print(
+                "[red]no admin token: export SPECROUTE_ADMIN_TOKEN (the token `specroute control "
+                "serve` was started with) or pass --token; with a control plane started with "
+                f"--dev, SPECROUTE_DEV_TOKENS=1 uses {DEV_ADMIN_TOKEN}"
+            )
+            raise typer.Exit(code=1)
         try:
             response = self.client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
@@ -81,13 +93,15 @@ def _connect(
     url: str = typer.Option(
         "http://127.0.0.1:8000", "--url", envvar="SPECROUTE_ADMIN_URL", help="Control plane URL."
     ),
-    token: str = typer.Option(
-        "specroute-admin-dev",
+    token: str | None = typer.Option(
+        None,
         "--token",
         envvar="SPECROUTE_ADMIN_TOKEN",
-        help="Admin bearer token.",
+        help="Admin bearer token (the one `control serve` was started with).",
     ),
 ) -> None:
+    if token is None and os.environ.get("SPECROUTE_DEV_TOKENS", "").lower() in ("1", "true"):
+        token = DEV_ADMIN_TOKEN
     _state["api"] = Api(url, token)
 
 

@@ -231,6 +231,13 @@ def test_admin_cli_reports_auth_and_connection_errors(server: str) -> None:
     result = down.invoke(root, ["admin", "status"])
     assert result.exit_code == 1
     assert "unreachable" in result.output
+    # No token at all: a clear message, not a silent well-known default.
+    unset = CliRunner(
+        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": None, "COLUMNS": "300"}
+    )
+    result = unset.invoke(root, ["admin", "status"])
+    assert result.exit_code == 1
+    assert "no admin token: export SPECROUTE_ADMIN_TOKEN" in result.output
 
 
 def test_admin_cli_tells_one_requests_story_and_lists_them(server: str) -> None:
