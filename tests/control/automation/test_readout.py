@@ -100,6 +100,7 @@ def test_rollout_show_prints_the_readout(
 
     class _Api(admin.Api):
         def __init__(self, url: str, token: str) -> None:
+            self.token = token
             self.client = client  # type: ignore[assignment]
             self.client.base_url = "http://testserver/admin/v1"
             self.client.headers["Authorization"] = f"Bearer {token}"
