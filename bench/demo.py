@@ -11,6 +11,7 @@ plots, decision records) and stops every process it started — also on Ctrl-C.
 """
 
 import asyncio
+import os
 import signal
 import statistics
 import time
@@ -33,7 +34,7 @@ from bench.demo_report import (
     summary_table,
     write_tables,
 )
-from bench.demo_setup import DEFAULT_SEGMENTS, DEMO_STAGES, SERVED_MODEL
+from bench.demo_setup import DEFAULT_SEGMENTS, DEMO_EXTRA_LAYERS, DEMO_STAGES, SERVED_MODEL
 from bench.demo_stack import DemoStack, prepare_data_dir
 from bench.traffic import TrafficGenerator
 
@@ -161,7 +162,20 @@ async def _drive(
     return gen, monitor
 
 
-def _report(stack: DemoStack, gen: TrafficGenerator, monitor: Monitor) -> None:
+def machine_load(load_start: tuple[float, float, float]) -> dict[str, object]:
+    """Load average (1 min) when the demo started and now, and the verdict on it."""
+    cpus = os.cpu_count() or 1
+    end = os.getloadavg()
+    busy = max(load_start[0], end[0]) > 0.5 * cpus
+    return {"load_start": load_start[0], "load_end": end[0], "cpus": cpus, "busy": busy}
+
+
+def _report(
+    stack: DemoStack,
+    gen: TrafficGenerator,
+    monitor: Monitor,
+    load_start: tuple[float, float, float],
+) -> None:
     segments = [s.name for s in gen.segments]
     report_dir = stack.data_dir / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -169,7 +183,18 @@ def _report(stack: DemoStack, gen: TrafficGenerator, monitor: Monitor) -> None:
         segments, gen.results, {k: c.shed for k, c in gen.counters.items()}, monitor
     )
     console.print(summary_table(summaries))
-    files = write_tables(report_dir, gen.results, summaries, monitor)
+    machine = machine_load(load_start)
+    console.print(
+        f"machine: load average {machine['load_start']:.1f} at start, "
+        f"{machine['load_end']:.1f} at end, {machine['cpus']} CPUs"
+        + (
+            " — BUSY: other work shared the CPUs with the engines, so latencies and "
+            "verdicts are not those of an idle machine"
+            if machine["busy"]
+            else " (idle apart from the demo)"
+        )
+    )
+    files = write_tables(report_dir, gen.results, summaries, monitor, machine)
     files.append(plot_acceptance(monitor, segments, report_dir / "acceptance.png"))
     files.append(plot_tpot(gen.results, monitor, segments, report_dir / "tpot.png"))
     console.print("[bold]report files:")
@@ -230,15 +255,24 @@ def demo(
     rate_scale: float = typer.Option(
         1.0, "--rate-scale", min=0.05, help="Multiply every segment's arrival rate."
     ),
+    extra_layers: int = typer.Option(
+        DEMO_EXTRA_LAYERS,
+        "--extra-layers",
+        min=0,
+        help="Zero-output blocks added to the tiny target (the cost-realistic pair, "
+        "engine/tiny/heavy.py); 0 serves the bundled pair as shipped.",
+    ),
 ) -> None:
     """Run the end-to-end demo: stack up, open-loop traffic, decisions, report."""
     signal.signal(signal.SIGTERM, _on_sigterm)
+    load_start = os.getloadavg()
     try:
         data_dir = prepare_data_dir(data_dir)
     except StartupError as exc:
         console.print(f"[red]{exc}")
         raise typer.Exit(code=2) from exc
     stack = DemoStack.create(data_dir)
+    stack.heavy_extra_layers = extra_layers
     code = 0
     reported = False
     try:
@@ -246,7 +280,7 @@ def demo(
         gen, monitor = asyncio.run(
             _drive(stack, duration, rate_scale, keep_automation=keep_running)
         )
-        _report(stack, gen, monitor)
+        _report(stack, gen, monitor, load_start)
         reported = True
         if keep_running:
             _print_urls(stack)

@@ -302,6 +302,7 @@ def write_tables(
     results: Sequence[RequestResult],
     summaries: Sequence[SegmentSummary],
     monitor: Monitor,
+    machine: dict[str, object] | None = None,
 ) -> list[Path]:
     report_dir.mkdir(parents=True, exist_ok=True)
     requests_csv = report_dir / "requests.csv"
@@ -319,6 +320,8 @@ def write_tables(
                 "decisions": [asdict(d) for d in monitor.decisions],
                 # The cumulative gateway counters the acceptance plot was drawn from.
                 "acceptance_samples": [asdict(p) for p in monitor.acceptance],
+                # Load average at start and end: on a busy machine the verdicts differ.
+                "machine": machine or {},
             },
             indent=2,
             default=str,

@@ -67,6 +67,11 @@ DEMO_THRESHOLDS: dict[str, Any] = {
     "max_inconclusive_rounds": 12,
 }
 
+# The demo serves the cost-realistic pair: the tiny target plus this many zero-output
+# blocks (same distribution; a step streams ~150 MB of weights, so a draft is cheap
+# beside it, as in real deployments). See engine/tiny/heavy.py.
+DEMO_EXTRA_LAYERS = 40
+
 # Canary at 50 %: both arms fill quickly; one promotion reaches full (and a record).
 DEMO_STAGES: list[float] = [50.0, 100.0]
 

@@ -4,6 +4,7 @@ the gateway. Each is a `specroute ...` child process with its log under the data
 dir; `bench.demo_processes.ProcessStack` stops them all.
 """
 
+import json
 import os
 import secrets
 import shutil
@@ -84,6 +85,7 @@ class DemoStack:
     endpoints: Endpoints
     provisioned: Provisioned | None = None
     children: dict[str, Child] = field(default_factory=dict)
+    heavy_extra_layers: int = 0  # 0: the bundled tiny pair as shipped
 
     @classmethod
     def create(cls, data_dir: Path) -> "DemoStack":
@@ -118,6 +120,10 @@ class DemoStack:
                 "SPECROUTE_DATABASE_URL": f"sqlite:///{self.data_dir / 'control.db'}",
                 "SPECROUTE_ADMIN_TOKEN": self.endpoints.admin_token,
                 "SPECROUTE_INTERNAL_TOKEN": self.endpoints.internal_token,
+                # The derived pair lives in the data dir: control must accept it.
+                "SPECROUTE_MODEL_ROOTS": json.dumps(
+                    [str(self.data_dir / "pair"), str(tiny_pair_dir())]
+                ),
                 **AUTOMATION_ENV,
             }
         )
@@ -154,10 +160,20 @@ class DemoStack:
             tick=lambda s: tick(f"control API starting ({s:.0f} s)"),
         )
 
-    def register(self) -> Provisioned:
+    def pair_root(self) -> Path:
+        """The pair the demo registers: the cost-realistic one (derived from the bundled
+        pair into the data dir, a few seconds) unless `heavy_extra_layers` is 0."""
         root = tiny_pair_dir()
         if not tiny_pair_present(root):
             raise StartupError(f"the bundled tiny pair is missing under {root}")
+        if self.heavy_extra_layers <= 0:
+            return root
+        from engine.tiny.heavy import build_heavy_pair
+
+        return build_heavy_pair(root, self.data_dir / "pair", self.heavy_extra_layers)
+
+    def register(self) -> Provisioned:
+        root = self.pair_root()
         admin = AdminClient(self.endpoints.control_url, self.endpoints.admin_token)
         try:
             self.provisioned = provision(

@@ -296,3 +296,24 @@ def test_acceptance_panel_legend_names_every_line() -> None:
         "baseline arm (1 token / pass)",
         "ceiling k + 1 = 4",
     ]
+
+
+def test_the_demo_serves_the_cost_realistic_pair_unless_told_otherwise(tmp_path: Path) -> None:
+    import json
+
+    from bench.demo import machine_load
+    from bench.demo_stack import DemoStack
+    from engine.pools.local import tiny_pair_dir
+
+    stack = DemoStack.create(tmp_path)
+    assert stack.pair_root() == tiny_pair_dir()  # the default of the dataclass: as shipped
+    stack.heavy_extra_layers = 2
+    root = stack.pair_root()
+    assert root == tmp_path / "pair"
+    config = json.loads((root / "target" / "config.json").read_text())
+    assert config["num_hidden_layers"] == 4 + 2
+    assert (root / "draft" / "config.json").is_file()
+
+    machine = machine_load((123.0, 0.0, 0.0))
+    assert machine["load_start"] == 123.0 and machine["busy"] is True
+    assert isinstance(machine["load_end"], float) and machine["cpus"] == os.cpu_count()
