@@ -39,7 +39,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 typecheck: install
-	$(VENV)/bin/mypy gateway control engine bench docs dashboards
+	$(VENV)/bin/mypy gateway control engine bench demo docs dashboards
 
 pytest: install services tools
 	$(VENV)/bin/pytest -q -ra --durations=25 $(PYTEST_ARGS)

@@ -11,20 +11,20 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.demo_monitor import (
+from control.contract import Arm
+from demo.monitor import (
     AcceptancePoint,
     DecisionEvent,
     Monitor,
     mean_acceptance_length,
     spec_counters,
 )
-from bench.demo_processes import ProcessStack, StartupError, wait_http_ok
-from bench.demo_records import write_records
-from bench.demo_report import acceptance_figure, acceptance_series, clip_limit, tpot_figure
-from bench.demo_setup import DEFAULT_SEGMENTS
-from bench.demo_stack import MARKER, prepare_data_dir
-from bench.traffic import RequestResult, TrafficGenerator, parse_decision
-from control.contract import Arm
+from demo.plan import DEFAULT_SEGMENTS
+from demo.processes import ProcessStack, StartupError, wait_http_ok
+from demo.records import write_records
+from demo.report import acceptance_figure, acceptance_series, clip_limit, tpot_figure
+from demo.stack import MARKER, prepare_data_dir
+from demo.traffic import RequestResult, TrafficGenerator, parse_decision
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry.record import RequestRecord
 
@@ -301,8 +301,8 @@ def test_acceptance_panel_legend_names_every_line() -> None:
 def test_the_demo_serves_the_cost_realistic_pair_unless_told_otherwise(tmp_path: Path) -> None:
     import json
 
-    from bench.demo import machine_load
-    from bench.demo_stack import DemoStack
+    from demo.command import machine_load
+    from demo.stack import DemoStack
     from engine.pools.local import tiny_pair_dir
 
     stack = DemoStack.create(tmp_path)

@@ -21,8 +21,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from sqlalchemy import create_engine, inspect, text
 from typer.testing import CliRunner
 
-from bench.demo_setup import AdminClient, SegmentPlan, provision, start_rollouts
 from control.cli.admin import app as admin_cli
+from demo.plan import AdminClient, SegmentPlan, provision, start_rollouts
 from engine.agent.client import ControlClient
 from engine.agent.heartbeat import HeartbeatAgent, WorkerProbe
 from tests.fixtures.vllm import RunningServer, require_tiny_pair

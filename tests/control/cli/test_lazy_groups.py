@@ -35,7 +35,7 @@ def test_help_and_admin_import_no_heavy_group(args: list[str]) -> None:
     modules = result["modules"]
     assert isinstance(modules, list)
     assert [m for m in HEAVY if m in modules] == []
-    assert "bench.demo" not in modules and "control.app" not in modules
+    assert "demo.command" not in modules and "control.app" not in modules
 
 
 def test_top_level_help_lists_every_group_with_its_own_help() -> None:
@@ -58,7 +58,7 @@ def test_a_group_loads_when_it_runs() -> None:
     result = _run("demo", "--help")
     assert result["code"] == 0, result["output"]
     assert "--data-dir" in str(result["output"])
-    assert "bench.demo" in result["modules"]  # type: ignore[operator]
+    assert "demo.command" in result["modules"]  # type: ignore[operator]
 
 
 def test_unknown_group_is_a_usage_error() -> None:

@@ -24,19 +24,19 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from bench.demo_monitor import DecisionEvent, Monitor, mean_acceptance_length
-from bench.demo_processes import StartupError
-from bench.demo_records import write_records
-from bench.demo_report import (
+from demo.monitor import DecisionEvent, Monitor, mean_acceptance_length
+from demo.plan import DEFAULT_SEGMENTS, DEMO_EXTRA_LAYERS, DEMO_STAGES, SERVED_MODEL
+from demo.processes import StartupError
+from demo.records import write_records
+from demo.report import (
     plot_acceptance,
     plot_tpot,
     summarize,
     summary_table,
     write_tables,
 )
-from bench.demo_setup import DEFAULT_SEGMENTS, DEMO_EXTRA_LAYERS, DEMO_STAGES, SERVED_MODEL
-from bench.demo_stack import DemoStack, prepare_data_dir
-from bench.traffic import TrafficGenerator
+from demo.stack import DemoStack, prepare_data_dir
+from demo.traffic import TrafficGenerator
 
 SAMPLE_S = 2.0
 # The gateway flushes a window every 2 s after it closes (5 s windows): wait for

@@ -24,7 +24,7 @@ try:  # recent openai releases are built on httpx2, older ones on httpx
 except ImportError:  # pragma: no cover - depends on the installed openai
     import httpx as httpx_lib  # type: ignore[no-redef]
 
-from bench.demo_setup import SegmentPlan
+from demo.plan import SegmentPlan
 
 TASK_HEADER = "x-specroute-task"
 DECISION_HEADER = "x-specroute-decision"

@@ -4,7 +4,7 @@ record (one ADR format for every flip), written out verbatim."""
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from bench.demo_monitor import DecisionEvent
+from demo.monitor import DecisionEvent
 
 
 async def write_records(

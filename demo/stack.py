@@ -1,7 +1,7 @@
 """Bring the embedded stack up for the demo: control API, Celery worker and beat on
 the SQLite broker, a speculating and a baseline vLLM pool with their agents, and
 the gateway. Each is a `specroute ...` child process with its log under the data
-dir; `bench.demo_processes.ProcessStack` stops them all.
+dir; `demo.processes.ProcessStack` stops them all.
 """
 
 import json
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.demo_processes import Child, ProcessStack, StartupError, reap_manifest, wait_http_ok
-from bench.demo_setup import AdminClient, Provisioned, provision, start_rollouts
+from demo.plan import AdminClient, Provisioned, provision, start_rollouts
+from demo.processes import Child, ProcessStack, StartupError, reap_manifest, wait_http_ok
 from engine.pools.local import tiny_pair_dir, tiny_pair_present
 
 MARKER = ".specroute-demo"

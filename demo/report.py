@@ -21,8 +21,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from rich.table import Table
 
-from bench.demo_monitor import DecisionEvent, Monitor, mean_acceptance_length
-from bench.traffic import RequestResult
+from demo.monitor import DecisionEvent, Monitor, mean_acceptance_length
+from demo.traffic import RequestResult
 
 FLIP_KINDS_SKIPPED = ("hold",)  # a hold keeps the state; shown in the log, not as a change
 ARM_COLORS = {"spec": "tab:blue", "baseline": "tab:orange"}
