@@ -32,6 +32,7 @@ from control.rollouts.gates import Evidence
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from control.telemetry.service import ingest_batch
+from control.thresholds.schemas import ThresholdValues
 from control.workers.service import record_heartbeat
 
 GUARD_EVERY_S = 15
@@ -351,7 +352,11 @@ def oracle_max_stage(scenario: Scenario) -> float:
     s, traffic = scenario, scenario.traffic
     rate = traffic.requests_per_window / traffic.window_seconds
     min_speedup = float(s.thresholds["min_speedup"])
-    holdout = float(s.thresholds.get("holdout_percentage", 5.0))
+    holdout = float(
+        s.thresholds.get(
+            "holdout_percentage", ThresholdValues.model_fields["holdout_percentage"].default
+        )
+    )
     reached = s.stages[0]
     for stage in s.stages[1:]:
         share = 100.0 - holdout if stage >= 100 else stage

@@ -4,7 +4,7 @@ Every scenario runs a rollout from canary through the README's stages
 (1 → 5 → 25 → 50 → 100 %) with the README's thresholds (min acceptance 0.3,
 min speedup 1.05, min samples 200, stage dwell 120 s, guard dwell 60 s) and
 the threshold set's defaults for the rest (false-alarm rate 0.01 over 1,000
-windows, 10 % latency margin, 1 point / 50 % error margin, 5 % holdout).
+windows, 10 % latency margin, 1 point / 50 % error margin, 10 % holdout).
 
 Traffic (unless a scenario says otherwise): 2,000 requests per 10 s window,
 outputs of 32-256 tokens at 5 ms per token on an idle worker, 40 workers per

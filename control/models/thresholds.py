@@ -37,7 +37,7 @@ class ThresholdSet(Base):
     ttft_margin: Mapped[float] = mapped_column(Float, default=0.25)
     error_rate_margin: Mapped[float] = mapped_column(Float, default=0.01)
     error_rate_relative_margin: Mapped[float] = mapped_column(Float, default=0.5)
-    holdout_percentage: Mapped[float] = mapped_column(Float, default=5.0)
+    holdout_percentage: Mapped[float] = mapped_column(Float, default=10.0)
     min_block_requests: Mapped[int] = mapped_column(default=10)
     # The offline stage's exit criteria (an offline evaluation on the segment's eval set).
     offline_min_mean_acceptance_length: Mapped[float] = mapped_column(Float, default=1.5)

@@ -72,7 +72,7 @@ def test_degenerate_acceptance_tests_and_margins_are_refused(
     assert created.status_code == 201
     body = created.json()
     # The defaults every new field gets.
-    assert (body["false_alarm_rate"], body["holdout_percentage"]) == (0.01, 5.0)
+    assert (body["false_alarm_rate"], body["holdout_percentage"]) == (0.01, 10.0)
     assert (body["acceptance_indifference"], body["latency_margin"]) == (0.1, 0.1)
     # A change that is valid alone but makes the merged set degenerate: 422, not 500.
     merged = app_client.post(

@@ -45,7 +45,7 @@ def test_good_canary_walks_its_stages_to_full(
     for section in SECTIONS:
         assert f"## {section}" in final.record_markdown
     assert "e2e_per_token at matched load: speedup" in final.record_markdown
-    assert "5 % baseline holdout" in final.record_markdown
+    assert "10 % baseline holdout" in final.record_markdown
     # Every automated flip has its record, from the evidence its rule saw.
     for decision in promotions[:-1]:
         assert decision.record_markdown is not None
