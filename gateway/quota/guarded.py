@@ -21,8 +21,13 @@ from typing import Literal, TypeVar
 
 from redis.exceptions import RedisError
 
-from control.contract import QuotaWeights, TenantSpec
-from gateway.quota.limiter import QuotaLimiter, QuotaVerdict, Reservation, chargeable_cost
+from control.contract import TenantSpec
+from gateway.quota.limiter import (
+    ChargesByCost,
+    QuotaLimiter,
+    QuotaVerdict,
+    Reservation,
+)
 from gateway.quota.memory import InMemoryQuotaLimiter
 
 log = logging.getLogger(__name__)
@@ -43,7 +48,7 @@ class _StoreDown(Exception):
     pass
 
 
-class GuardedQuotaLimiter:
+class GuardedQuotaLimiter(ChargesByCost):
     def __init__(
         self,
         store: QuotaLimiter,
@@ -110,25 +115,6 @@ class GuardedQuotaLimiter:
         # A failure is counted; the shared reservation stays booked until it leaves the window.
         with contextlib.suppress(_StoreDown):
             await self._call("settle", lambda: self.store.settle(reservation, cost))
-
-    async def charge(
-        self,
-        tenant: TenantSpec,
-        *,
-        prompt_tokens: int,
-        completion_tokens: int,
-        rejected_draft_tokens: int,
-        weights: QuotaWeights,
-    ) -> None:
-        cost = chargeable_cost(
-            tenant,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            rejected_draft_tokens=rejected_draft_tokens,
-            weights=weights,
-        )
-        if cost is not None:
-            await self.charge_cost(tenant, cost)
 
     async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
         try:

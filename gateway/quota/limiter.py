@@ -109,3 +109,29 @@ def chargeable_cost(
         weights=weights,
     )
     return cost if cost > 0 else None
+
+
+class ChargesByCost:
+    """`charge` in weighted tokens, for every limiter that implements `charge_cost`."""
+
+    async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
+        raise NotImplementedError
+
+    async def charge(
+        self,
+        tenant: TenantSpec,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        rejected_draft_tokens: int,
+        weights: QuotaWeights,
+    ) -> None:
+        cost = chargeable_cost(
+            tenant,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            rejected_draft_tokens=rejected_draft_tokens,
+            weights=weights,
+        )
+        if cost is not None:
+            await self.charge_cost(tenant, cost)

@@ -6,13 +6,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from control.contract import QuotaWeights, TenantSpec
+from control.contract import TenantSpec
 from gateway.quota.limiter import (
     UNLIMITED,
     WINDOW_SECONDS,
+    ChargesByCost,
     QuotaVerdict,
     Reservation,
-    chargeable_cost,
 )
 
 
@@ -59,7 +59,7 @@ class _Window:
         return float(window_s)  # unreachable while total >= limit; a safe answer anyway
 
 
-class InMemoryQuotaLimiter:
+class InMemoryQuotaLimiter(ChargesByCost):
     def __init__(
         self, *, window_s: int = WINDOW_SECONDS, clock: Callable[[], float] = time.time
     ) -> None:
@@ -100,25 +100,6 @@ class InMemoryQuotaLimiter:
                 return
             window.expire(now, self.window_s)
             window.adjust(reservation.second, cost - reservation.amount)
-
-    async def charge(
-        self,
-        tenant: TenantSpec,
-        *,
-        prompt_tokens: int,
-        completion_tokens: int,
-        rejected_draft_tokens: int,
-        weights: QuotaWeights,
-    ) -> None:
-        cost = chargeable_cost(
-            tenant,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            rejected_draft_tokens=rejected_draft_tokens,
-            weights=weights,
-        )
-        if cost is not None:
-            await self.charge_cost(tenant, cost)
 
     async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
         if cost <= 0 or tenant.quota.weighted_tokens_per_minute is None:

@@ -13,13 +13,13 @@ from typing import Any
 
 import redis.asyncio as redis
 
-from control.contract import QuotaWeights, TenantSpec
+from control.contract import TenantSpec
 from gateway.quota.limiter import (
     UNLIMITED,
     WINDOW_SECONDS,
+    ChargesByCost,
     QuotaVerdict,
     Reservation,
-    chargeable_cost,
 )
 
 # KEYS[1] tenant hash; ARGV limit, window, reserve. Returns {used, retry_after, second}
@@ -89,7 +89,7 @@ return 1
 """
 
 
-class RedisQuotaLimiter:
+class RedisQuotaLimiter(ChargesByCost):
     def __init__(
         self,
         client: "redis.Redis[bytes]",
@@ -140,25 +140,6 @@ class RedisQuotaLimiter:
                 allowed=True, retry_after_s=0.0, used=used, limit=limit, reservation=reservation
             )
         return QuotaVerdict(allowed=False, retry_after_s=float(retry_s), used=used, limit=limit)
-
-    async def charge(
-        self,
-        tenant: TenantSpec,
-        *,
-        prompt_tokens: int,
-        completion_tokens: int,
-        rejected_draft_tokens: int,
-        weights: QuotaWeights,
-    ) -> None:
-        cost = chargeable_cost(
-            tenant,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            rejected_draft_tokens=rejected_draft_tokens,
-            weights=weights,
-        )
-        if cost is not None:
-            await self.charge_cost(tenant, cost)
 
     async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
         if cost <= 0 or tenant.quota.weighted_tokens_per_minute is None:
