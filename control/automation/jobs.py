@@ -107,15 +107,45 @@ def _flip_or_raise(
         raise _FlipRejected(verdict, version, exc) from exc
 
 
-def evaluate_canary(
-    database: Database, settings: ControlSettings, rollout_id: int, task_id: str | None
+StageRule = Callable[[Rollout, Evidence, datetime], Verdict]
+
+
+def _evaluate(
+    database: Database,
+    settings: ControlSettings,
+    rollout_id: int,
+    task_id: str | None,
+    *,
+    states: tuple[RolloutState, ...],
+    kind_prefix: str,
+    rule: StageRule,
 ) -> Outcome:
+    """Gather the evidence, apply the stage's rule: wait (no record), hold (a counted
+    round) or flip (`<kind_prefix>_<code>`)."""
+
     def judge(session: Session, rollout: Rollout, now: datetime) -> Outcome:
         health = spec_pool_health(session, rollout, settings, now)
         evidence = gather_evidence(
             session, rollout, settings, until=now, spec_workers=health.healthy_workers
         )
-        verdict = judge_canary(
+        verdict = rule(rollout, evidence, now)
+        if verdict.action is Action.WAIT:
+            return Outcome(rollout.id, verdict.action.value, verdict.reason)
+        if verdict.action is Action.HOLD:
+            return record_hold(session, rollout, verdict, evidence=evidence, task_id=task_id)
+        kind = f"{kind_prefix}_{verdict.code or verdict.action.value}"
+        return _flip_or_raise(
+            session, rollout, verdict, kind, evidence=evidence, health=health, task_id=task_id
+        )
+
+    return _run(database, rollout_id, task_id, states, judge)
+
+
+def evaluate_canary(
+    database: Database, settings: ControlSettings, rollout_id: int, task_id: str | None
+) -> Outcome:
+    def rule(rollout: Rollout, evidence: Evidence, now: datetime) -> Verdict:
+        return judge_canary(
             RolloutState(rollout.state),
             evidence,
             rollout.threshold_set,
@@ -123,16 +153,16 @@ def evaluate_canary(
             seconds_exposed=seconds_since(_exposed_since(rollout), now),
             inconclusive_rounds=rollout.inconclusive_rounds,
         )
-        if verdict.action is Action.WAIT:
-            return Outcome(rollout.id, verdict.action.value, verdict.reason)
-        if verdict.action is Action.HOLD:
-            return record_hold(session, rollout, verdict, evidence=evidence, task_id=task_id)
-        kind = f"canary_{verdict.code or verdict.action.value}"
-        return _flip_or_raise(
-            session, rollout, verdict, kind, evidence=evidence, health=health, task_id=task_id
-        )
 
-    return _run(database, rollout_id, task_id, EVALUATED_STATES, judge)
+    return _evaluate(
+        database,
+        settings,
+        rollout_id,
+        task_id,
+        states=EVALUATED_STATES,
+        kind_prefix="canary",
+        rule=rule,
+    )
 
 
 def evaluate_shadow(
@@ -140,27 +170,23 @@ def evaluate_shadow(
 ) -> Outcome:
     """The shadow's exit: start the canary, roll back, or hold (see `shadow.py`)."""
 
-    def judge(session: Session, rollout: Rollout, now: datetime) -> Outcome:
-        health = spec_pool_health(session, rollout, settings, now)
-        evidence = gather_evidence(
-            session, rollout, settings, until=now, spec_workers=health.healthy_workers
-        )
-        verdict = judge_shadow(
+    def rule(rollout: Rollout, evidence: Evidence, now: datetime) -> Verdict:
+        return judge_shadow(
             evidence,
             rollout.threshold_set,
             seconds_in_state=seconds_since(rollout.state_entered_at, now),
             inconclusive_rounds=rollout.inconclusive_rounds,
         )
-        if verdict.action is Action.WAIT:
-            return Outcome(rollout.id, verdict.action.value, verdict.reason)
-        if verdict.action is Action.HOLD:
-            return record_hold(session, rollout, verdict, evidence=evidence, task_id=task_id)
-        kind = f"shadow_{verdict.code or verdict.action.value}"
-        return _flip_or_raise(
-            session, rollout, verdict, kind, evidence=evidence, health=health, task_id=task_id
-        )
 
-    return _run(database, rollout_id, task_id, SHADOW_STATES, judge)
+    return _evaluate(
+        database,
+        settings,
+        rollout_id,
+        task_id,
+        states=SHADOW_STATES,
+        kind_prefix="shadow",
+        rule=rule,
+    )
 
 
 def advance_offline(
