@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.decisions.runner import oracle_max_stage, run_scenario
+from bench.decisions.runner import Flip, RunResult, oracle_max_stage, run_scenario
 from bench.decisions.scenarios import BY_NAME, GOOD, TRAFFIC
 from bench.decisions.suite import simulation_app, summarize
 from bench.decisions.traffic import sample_arm
@@ -160,3 +160,16 @@ def test_tiny_traffic_never_flips_on_too_little_evidence(app: AutomationCelery) 
     summary = summarize(BY_NAME["tiny"], [result])
     assert summary.right == 1 and summary.false_flips == 0
     assert not [f for f in result.flips if f.action == "promote"]
+
+
+def test_a_promotion_before_a_later_pool_failure_is_not_counted_wrong() -> None:
+    def promoted_then_disabled(name: str) -> RunResult:
+        flips = [
+            Flip(600, 60, "evaluate", "promote", "ramping", "canary_promote", "pays"),
+            Flip(900, 90, "guard", "disable", "disabled", "guard_memory_pressure", "kv"),
+        ]
+        return RunResult(name, 0, flips=flips, right=True)
+
+    memory = summarize(BY_NAME["memory"], [promoted_then_disabled("memory")])
+    weak = summarize(BY_NAME["weak"], [promoted_then_disabled("weak")])
+    assert (memory.promotions_wrong, weak.promotions_wrong) == (0, 1)
