@@ -501,3 +501,26 @@ def test_idle_gap_mid_stream_ends_with_a_timeout_event(
     assert json.loads(events[-1].removeprefix("data: "))["error"]["code"] == "idle_timeout"
     assert len(events) < 200
     assert [(w.requests, w.errors) for w in windows] == [(1, 1)]
+
+
+def test_a_pair_version_is_not_served_by_spec_engines_of_another_release(
+    tmp_path: Path, vllm_spec_server: RunningServer, vllm_baseline_server: RunningServer
+) -> None:
+    # The version the real spec engine reports about itself (vLLM's /version).
+    running = httpx.get(f"{vllm_spec_server.base_url}/version", timeout=10).json()["version"]
+    decisions = {}
+    for label, pair_version in (("same", running), ("other", "0.31.0")):
+        snapshot = make_snapshot(
+            spec_urls=[vllm_spec_server.base_url],
+            baseline_urls=[vllm_baseline_server.base_url],
+            pair_engine_version=pair_version,
+            spec_engine_versions=[running],
+        )
+        with run_gateway(tmp_path / label, snapshot) as gw:
+            raw = _client(gw).chat.completions.with_raw_response.create(
+                model="tiny", messages=PROMPT, max_tokens=6, temperature=0.0
+            )
+            assert raw.parse().usage.completion_tokens == 6  # type: ignore[union-attr]
+            decisions[label] = raw.headers["x-specroute-decision"]
+    assert decisions["same"].startswith("arm=spec")
+    assert decisions["other"] == "arm=baseline; reason=engine_version_mismatch"
