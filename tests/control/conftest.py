@@ -76,7 +76,16 @@ def seeded(
     return seed(app_client, admin_headers, model_dirs)
 
 
-def seed(client: TestClient, headers: dict[str, str], dirs: dict[str, str]) -> dict[str, Any]:
+def rollout_parts(
+    client: TestClient,
+    headers: dict[str, str],
+    dirs: dict[str, str],
+    *,
+    baseline_target: str | None = None,
+) -> dict[str, Any]:
+    """Pair, version, pools, segment and thresholds created through the API, and the
+    body of a rollout over them (not posted). The baseline pool serves `dirs["target"]`
+    unless `baseline_target` says otherwise."""
     pair = created(client.post("/admin/v1/pairs", json={"name": "tiny"}, headers=headers))
     version = created(
         client.post(
@@ -105,7 +114,11 @@ def seed(client: TestClient, headers: dict[str, str], dirs: dict[str, str]) -> d
     baseline = created(
         client.post(
             "/admin/v1/pools",
-            json={"name": "tiny-base", "served_model_name": "tiny", "target_ref": dirs["target"]},
+            json={
+                "name": "tiny-base",
+                "served_model_name": "tiny",
+                "target_ref": baseline_target or dirs["target"],
+            },
             headers=headers,
         )
     )
@@ -121,21 +134,6 @@ def seed(client: TestClient, headers: dict[str, str], dirs: dict[str, str]) -> d
             "/admin/v1/threshold-sets", json={"name": "default", **THRESHOLDS}, headers=headers
         )
     )
-    rollout = created(
-        client.post(
-            "/admin/v1/rollouts",
-            json={
-                "name": "code-tiny",
-                "segment_id": segment["id"],
-                "pair_version_id": version["id"],
-                "spec_pool_id": spec["id"],
-                "baseline_pool_id": baseline["id"],
-                "threshold_set_id": thresholds["id"],
-                "stages": [1, 5, 25, 100],
-            },
-            headers=headers,
-        )
-    )
     return {
         "pair": pair,
         "version": version,
@@ -143,8 +141,24 @@ def seed(client: TestClient, headers: dict[str, str], dirs: dict[str, str]) -> d
         "baseline_pool": baseline,
         "segment": segment,
         "thresholds": thresholds,
-        "rollout": rollout,
+        "body": {
+            "name": "code-tiny",
+            "segment_id": segment["id"],
+            "pair_version_id": version["id"],
+            "spec_pool_id": spec["id"],
+            "baseline_pool_id": baseline["id"],
+            "threshold_set_id": thresholds["id"],
+            "stages": [1, 5, 25, 100],
+        },
     }
+
+
+def seed(client: TestClient, headers: dict[str, str], dirs: dict[str, str]) -> dict[str, Any]:
+    """Everything a rollout needs and the rollout itself, created through the API."""
+    parts = rollout_parts(client, headers, dirs)
+    body = parts.pop("body")
+    rollout = created(client.post("/admin/v1/rollouts", json=body, headers=headers))
+    return {**parts, "rollout": rollout}
 
 
 def eval_cases(n: int, *, refresh_by: str = "2999-01-01", stale: int = 0) -> list[dict[str, Any]]:

@@ -7,63 +7,20 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from engine.artifacts import inspect_model
-from tests.control.conftest import THRESHOLDS, created
+from tests.control.conftest import created, rollout_parts
 from tests.fixtures.db import AgentHeaders
 
 
 def _setup(
     client: TestClient, headers: dict[str, str], dirs: dict[str, str], baseline_target: str
 ) -> dict[str, Any]:
-    pair = created(client.post("/admin/v1/pairs", json={"name": "tiny"}, headers=headers))
-    version = created(
-        client.post(
-            f"/admin/v1/pairs/{pair['id']}/versions",
-            json={
-                "method": "draft_model",
-                "target_ref": dirs["target"],
-                "draft_ref": dirs["draft"],
-                "num_speculative_tokens": 3,
-            },
-            headers=headers,
-        )
-    )
-    spec = created(
-        client.post(
-            "/admin/v1/pools",
-            json={
-                "name": "spec",
-                "served_model_name": "tiny",
-                "target_ref": dirs["target"],
-                "pair_version_id": version["id"],
-            },
-            headers=headers,
-        )
-    )
-    base = created(
-        client.post(
-            "/admin/v1/pools",
-            json={"name": "base", "served_model_name": "tiny", "target_ref": baseline_target},
-            headers=headers,
-        )
-    )
-    segment = created(
-        client.post(
-            "/admin/v1/segments", json={"name": "s", "selector": {"tasks": ["t"]}}, headers=headers
-        )
-    )
-    thresholds = created(
-        client.post("/admin/v1/threshold-sets", json={"name": "d", **THRESHOLDS}, headers=headers)
-    )
-    body = {
-        "name": "r",
-        "segment_id": segment["id"],
-        "pair_version_id": version["id"],
-        "spec_pool_id": spec["id"],
-        "baseline_pool_id": base["id"],
-        "threshold_set_id": thresholds["id"],
-        "stages": [1, 100],
+    parts = rollout_parts(client, headers, dirs, baseline_target=baseline_target)
+    return {
+        "version": parts["version"],
+        "spec": parts["spec_pool"],
+        "base": parts["baseline_pool"],
+        "body": parts["body"],
     }
-    return {"version": version, "spec": spec, "base": base, "body": body}
 
 
 def test_a_baseline_on_other_weights_is_refused_naming_both_digests(
