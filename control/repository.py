@@ -1,10 +1,10 @@
-"""SQL every domain shares: a row by primary key, deleting one, and the stored
-response of an Idempotency-Key."""
+"""SQL every domain shares: a row by primary key, deleting one, listing filters, and
+the stored response of an Idempotency-Key."""
 
 from typing import Any, TypeVar
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from control.models import IdempotencyRecord
 
@@ -27,3 +27,9 @@ def idempotency_record(session: Session, actor: str, key: str) -> IdempotencyRec
             IdempotencyRecord.actor == actor, IdempotencyRecord.key == key
         )
     )
+
+
+def equal_to(*pairs: tuple[InstrumentedAttribute[Any], Any]) -> list[ColumnElement[bool]]:
+    """`column == value` for each pair whose value is given (not None): the optional
+    equality filters of a listing."""
+    return [column == value for column, value in pairs if value is not None]

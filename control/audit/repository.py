@@ -7,6 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.models import AuditEvent
+from control.repository import equal_to
 
 
 @dataclass(frozen=True)
@@ -24,14 +25,14 @@ def list_events(
 ) -> list[AuditEvent]:
     """Newest first; `since` inclusive, `until` exclusive."""
     query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit)
-    for column, value in (
-        (AuditEvent.actor, where.actor),
-        (AuditEvent.action, where.action),
-        (AuditEvent.entity_type, where.entity_type),
-        (AuditEvent.entity_id, where.entity_id),
-    ):
-        if value is not None:
-            query = query.where(column == value)
+    query = query.where(
+        *equal_to(
+            (AuditEvent.actor, where.actor),
+            (AuditEvent.action, where.action),
+            (AuditEvent.entity_type, where.entity_type),
+            (AuditEvent.entity_id, where.entity_id),
+        )
+    )
     if where.since is not None:
         query = query.where(AuditEvent.created_at >= where.since)
     if where.until is not None:

@@ -4,6 +4,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.models import Decision
+from control.repository import equal_to
 
 
 def list_decisions(
@@ -17,14 +18,14 @@ def list_decisions(
     limit: int,
 ) -> list[Decision]:
     query = select(Decision).order_by(Decision.id.desc()).limit(limit)
-    if rollout_id is not None:
-        query = query.where(Decision.rollout_id == rollout_id)
-    if kind is not None:
-        query = query.where(Decision.kind == kind)
-    if actor is not None:
-        query = query.where(Decision.actor == actor)
-    if task_id is not None:
-        query = query.where(Decision.task_id == task_id)
+    query = query.where(
+        *equal_to(
+            (Decision.rollout_id, rollout_id),
+            (Decision.kind, kind),
+            (Decision.actor, actor),
+            (Decision.task_id, task_id),
+        )
+    )
     if before_id is not None:
         query = query.where(Decision.id < before_id)
     return list(session.scalars(query))

@@ -7,6 +7,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from control.models import RequestRecordRow
+from control.repository import equal_to
 
 # NOTE: keeps one multi-row INSERT far below PostgreSQL's 65535 bind parameters
 # (36 columns a row).
@@ -47,23 +48,16 @@ def list_records(
     limit: int,
 ) -> list[RequestRecordRow]:
     query = select(RequestRecordRow).order_by(RequestRecordRow.id.desc()).limit(limit)
-    filters: list[Any] = []
-    if request_id is not None:
-        filters.append(RequestRecordRow.request_id == request_id)
-    if tenant_id is not None:
-        filters.append(RequestRecordRow.tenant_id == tenant_id)
-    if tenant is not None:
-        filters.append(RequestRecordRow.tenant == tenant)
-    if segment_id is not None:
-        filters.append(RequestRecordRow.segment_id == segment_id)
-    if adapter is not None:
-        filters.append(RequestRecordRow.adapter == adapter)
-    if arm is not None:
-        filters.append(RequestRecordRow.arm == arm)
-    if outcome is not None:
-        filters.append(RequestRecordRow.outcome == outcome)
-    if http_status is not None:
-        filters.append(RequestRecordRow.http_status == http_status)
+    filters: list[Any] = equal_to(
+        (RequestRecordRow.request_id, request_id),
+        (RequestRecordRow.tenant_id, tenant_id),
+        (RequestRecordRow.tenant, tenant),
+        (RequestRecordRow.segment_id, segment_id),
+        (RequestRecordRow.adapter, adapter),
+        (RequestRecordRow.arm, arm),
+        (RequestRecordRow.outcome, outcome),
+        (RequestRecordRow.http_status, http_status),
+    )
     if since is not None:
         filters.append(RequestRecordRow.received_at >= since)
     if until is not None:
