@@ -46,7 +46,9 @@ DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
     # NOTE: two-token answers (labels, yes/no): the one decode step after the first token
     # costs k draft passes plus a wider verify on the spec arm and cannot be amortised
     # over accepted tokens, however high the acceptance. Where speculation cannot pay.
-    SegmentPlan("short-labels", "classify", "globex", 0.0, PROSE_PROMPTS, 2, 0.5, 2, 24),
+    # Two requests a second: a label costs little, and each arm needs a monitoring block
+    # (10 requests) every few seconds for the evidence to settle within the demo.
+    SegmentPlan("short-labels", "classify", "globex", 0.0, PROSE_PROMPTS, 2, 2.0, 4, 48),
 )
 
 # Tuned so each rollout can be judged within a few minutes of CPU traffic: a
@@ -65,6 +67,10 @@ DEMO_THRESHOLDS: dict[str, Any] = {
     # Longer than any demo: a disabled segment stays disabled, so the report is stable.
     "cooldown_seconds": 3600,
     "max_inconclusive_rounds": 12,
+    # min_speedup 1.0: a stage whose speedup is conclusively below 1 at its own load is
+    # slower, not merely not faster enough, so the demo rolls it back (with its record)
+    # instead of pausing it for an admin (the default).
+    "no_benefit_action": "rollback",
 }
 
 # The demo serves the cost-realistic pair: the tiny target plus this many zero-output

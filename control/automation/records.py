@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from control.automation.evidence import Evidence
-from control.automation.verdicts import Action, GuardReason, PoolHealth, Verdict
+from control.automation.verdicts import Action, GuardReason, HoldReason, PoolHealth, Verdict
 from control.decisions.record import RecordContent, facts, render, stage_change
 from control.models import Decision, Rollout, ThresholdSet
 
@@ -115,7 +115,7 @@ def _thresholds_line(t: ThresholdSet) -> str:
         f"indifference), min speedup {t.min_speedup:g}, latency margin {t.latency_margin:g}, "
         f"error margin {t.error_rate_margin:g}, false-alarm rate {t.false_alarm_rate:g} over "
         f"{t.false_alarm_horizon_windows} windows, holdout {t.holdout_percentage:g} %, max KV "
-        f"usage {t.max_kv_cache_usage:g}."
+        f"usage {t.max_kv_cache_usage:g}, no benefit -> {t.no_benefit_action}."
     )
 
 
@@ -165,6 +165,13 @@ def _alternatives(verdict: Verdict) -> list[str]:
         return [
             "- Keep holding: more evaluations of the same kind would not change the answer.",
             "- Roll back: nothing in the evidence says the spec arm does harm.",
+        ]
+    if verdict.code == HoldReason.NO_BENEFIT:
+        return [
+            "- Keep serving the spec arm: it is conclusively not min_speedup faster at this "
+            "stage's load, and later stages only add load.",
+            "- Pause instead (the threshold set's no_benefit_action = pause): leaves the "
+            "rollout to an admin.",
         ]
     return [
         "- Keep serving the spec arm: the evidence says it is worse or unsafe.",

@@ -210,8 +210,9 @@ def judge_canary(
     inconclusive_rounds: int,
 ) -> Verdict:
     """Canary/ramping/probation: roll back (probation: disable) on a monitor's failure,
-    promote when every check passes after the stage dwell, else hold; pause when the
-    evidence says speculation does not pay here, or after too many inconclusive holds."""
+    promote when every check passes after the stage dwell, else hold; pause (or, as the
+    threshold set says, roll back) when the evidence says speculation does not pay here;
+    pause after too many inconclusive holds."""
     failed = _monitor_verdict(state, evidence, thresholds, seconds_exposed)
     if failed is not None:
         return failed
@@ -231,10 +232,19 @@ def judge_canary(
             f"{ns.share_next:g} % (about {ns.spec_load_next:.1f} requests per spec worker)",
             checks=checks,
         )
-    return _not_promoted(evidence, thresholds, checks, inconclusive_rounds)
+    return _not_promoted(state, evidence, thresholds, checks, inconclusive_rounds)
+
+
+def no_benefit_action(state: RolloutState, thresholds: ThresholdSet) -> Action:
+    """The threshold set's choice for a stage that conclusively does not pay: pause, or
+    fail it like a monitor would (roll back a canary or ramping rollout, disable the rest)."""
+    if thresholds.no_benefit_action == "rollback":
+        return failure_action(state)
+    return Action.PAUSE
 
 
 def _not_promoted(
+    state: RolloutState,
     evidence: Evidence,
     thresholds: ThresholdSet,
     checks: dict[str, bool],
@@ -246,7 +256,7 @@ def _not_promoted(
     if here is not None and here.upper < thresholds.min_speedup:
         upper, bound = fmt_vs(here.upper, thresholds.min_speedup)
         return Verdict(
-            Action.PAUSE,
+            no_benefit_action(state, thresholds),
             f"no benefit at this stage's load: speedup {here.speedup:.3f}, always-valid upper "
             f"bound {upper} < min_speedup {bound}",
             HoldReason.NO_BENEFIT,

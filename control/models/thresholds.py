@@ -27,6 +27,10 @@ class ThresholdSet(Base):
     memory_pressure_beats: Mapped[int] = mapped_column(default=3)
     draft_unavailable_seconds: Mapped[int] = mapped_column(default=60)
     max_inconclusive_rounds: Mapped[int] = mapped_column(default=5)
+    # "pause" or "rollback": see control/thresholds/schemas.py.
+    no_benefit_action: Mapped[str] = mapped_column(
+        String(16), default="pause", server_default="pause"
+    )
     sprt_beta: Mapped[float] = mapped_column(Float, default=0.05)
     # One family-wise false-alarm budget for every test that can flip a rollout,
     # over a horizon of telemetry windows (see control/stats/sequential.py).

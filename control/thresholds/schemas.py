@@ -1,11 +1,13 @@
 """Request and response bodies of the threshold-sets API."""
 
 from datetime import datetime
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Ratio = Field(ge=0.0, le=1.0)
+# What a stage does once its speedup is conclusively below min_speedup at its own load.
+NoBenefitAction = Literal["pause", "rollback"]
 
 
 class ThresholdValues(BaseModel):
@@ -23,6 +25,13 @@ class ThresholdValues(BaseModel):
     memory_pressure_beats: int = Field(default=3, ge=1, le=1000)
     draft_unavailable_seconds: int = Field(default=60, ge=1, le=86400)
     max_inconclusive_rounds: int = Field(default=5, ge=1, le=1000)
+    no_benefit_action: NoBenefitAction = Field(
+        default="pause",
+        description="When a stage's speedup at its own load is conclusively below "
+        "min_speedup: pause (an admin decides) or rollback (canary, ramping; full and "
+        "probation disable). Pause suits min_speedup > 1 (not faster enough); rollback "
+        "suits min_speedup = 1 (conclusively slower).",
+    )
     sprt_beta: float = Field(
         default=0.05, gt=0.0, lt=0.5, description="P(promotion evidence | acceptance too low)."
     )
@@ -152,6 +161,7 @@ class ThresholdSetChange(BaseModel):
     memory_pressure_beats: int | None = Field(default=None, ge=1, le=1000)
     draft_unavailable_seconds: int | None = Field(default=None, ge=1, le=86400)
     max_inconclusive_rounds: int | None = Field(default=None, ge=1, le=1000)
+    no_benefit_action: NoBenefitAction | None = None
     sprt_beta: float | None = Field(default=None, gt=0.0, lt=0.5)
     false_alarm_rate: float | None = Field(default=None, gt=0.0, le=0.2)
     false_alarm_horizon_windows: int | None = Field(default=None, ge=10, le=1_000_000)

@@ -63,6 +63,7 @@ def test_degenerate_acceptance_tests_and_margins_are_refused(
         ("no-margin", {"latency_margin": 0.0}),
         ("no-holdout", {"holdout_percentage": 0.0}),
         ("no-budget", {"false_alarm_rate": 0.0}),
+        ("no-such-action", {"no_benefit_action": "disable"}),
     ):
         response = app_client.post(
             url, json={"name": name, **THRESHOLDS, **bad}, headers=admin_headers
@@ -74,6 +75,14 @@ def test_degenerate_acceptance_tests_and_margins_are_refused(
     # The defaults every new field gets.
     assert (body["false_alarm_rate"], body["holdout_percentage"]) == (0.01, 10.0)
     assert (body["acceptance_indifference"], body["latency_margin"]) == (0.1, 0.1)
+    assert body["no_benefit_action"] == "pause"
+    rolls_back = app_client.post(
+        f"{url}/{body['id']}/versions",
+        json={"no_benefit_action": "rollback"},
+        headers=admin_headers,
+    )
+    assert rolls_back.status_code == 201, rolls_back.text
+    assert (rolls_back.json()["version"], rolls_back.json()["no_benefit_action"]) == (2, "rollback")
     # A change that is valid alone but makes the merged set degenerate: 422, not 500.
     merged = app_client.post(
         f"{url}/{body['id']}/versions",

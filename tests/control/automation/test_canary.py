@@ -116,6 +116,29 @@ def test_canary_without_benefit_pauses_instead_of_rolling_back(
     assert upper < 1.1
 
 
+def test_canary_without_benefit_rolls_back_when_its_threshold_set_says_so(
+    automation_app: AutomationCelery, committed_database: Database
+) -> None:
+    # Spec 8 % slower: inside the latency monitor's 10 % margin (no alarm), but
+    # conclusively below min_speedup 1.0 at this stage's load.
+    setup = sc.create_rollout(committed_database, min_speedup=1.0, no_benefit_action="rollback")
+    outcomes = []
+    for _ in range(4):
+        sc.feed(committed_database, setup, spec_alpha=0.8, spec_tpot_ms=21.6, baseline_tpot_ms=20.0)
+        outcomes.append(sc.run_task(automation_app, "evaluate_canary", setup.rollout_id))
+        if outcomes[-1]["action"] != "hold":
+            break
+    assert outcomes[-1]["action"] == "rollback", outcomes
+    assert "no benefit at this stage's load" in outcomes[-1]["reason"]
+    decision = sc.decisions(committed_database, setup.rollout_id)[-1]
+    assert (decision.kind, decision.to_state) == ("canary_no_benefit", "rolled_back")
+    assert decision.evidence["statistics"]["stage"]["e2e_per_token"]["upper"] < 1.0
+    assert "no_benefit_action = pause" in (decision.record_markdown or "")
+    assert ("automation", "rollout.rollback") in sc.audit_actions(
+        committed_database, setup.rollout_id
+    )
+
+
 def test_regressed_canary_rolls_back(
     automation_app: AutomationCelery, committed_database: Database
 ) -> None:

@@ -128,6 +128,46 @@ def _canary(evidence: Evidence, rounds: int = 0) -> Verdict:
     )
 
 
+def test_no_benefit_rolls_back_or_disables_where_the_threshold_set_says_so() -> None:
+    here_loses = _evidence(stage={"e2e_per_token": _speedup(0.8, 0.7, 0.95)})
+    rollback = threshold_row(min_speedup=1.0, no_benefit_action="rollback")
+
+    def judge(state: RolloutState, thresholds: Any) -> Verdict:
+        return judge_canary(
+            state,
+            here_loses,
+            thresholds,
+            seconds_in_state=1e6,
+            seconds_exposed=1e6,
+            inconclusive_rounds=0,
+        )
+
+    assert (
+        judge(RolloutState.CANARY, rollback).action,
+        judge(RolloutState.CANARY, rollback).code,
+    ) == (
+        Action.ROLLBACK,
+        "no_benefit",
+    )
+    assert judge(RolloutState.RAMPING, rollback).action is Action.ROLLBACK
+    assert judge(RolloutState.PROBATION, rollback).action is Action.DISABLE
+    assert "upper bound 0.950 < min_speedup 1.000" in judge(RolloutState.CANARY, rollback).reason
+    # The default keeps the rollout for an admin.
+    paused = judge(RolloutState.CANARY, threshold_row(min_speedup=1.0))
+    assert (paused.action, paused.code) == (Action.PAUSE, "no_benefit")
+    # An upper bound above the bar is not "no benefit", whatever the setting.
+    unsure = _evidence(stage={"e2e_per_token": _speedup(0.95, 0.85, 1.01)})
+    verdict = judge_canary(
+        RolloutState.CANARY,
+        unsure,
+        rollback,
+        seconds_in_state=1e6,
+        seconds_exposed=1e6,
+        inconclusive_rounds=0,
+    )
+    assert verdict.action is Action.HOLD
+
+
 def test_no_benefit_here_pauses_and_a_loss_only_at_the_next_load_settles() -> None:
     here_loses = _evidence(stage={"e2e_per_token": _speedup(1.0, 0.98, 1.02)})
     verdict = _canary(here_loses)
