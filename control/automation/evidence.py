@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session
 from control.automation import repository
 from control.contract import LOAD_BUCKET_EDGES, Arm, RolloutState, load_bucket
 from control.models import Rollout, ThresholdSet
-from control.rollouts.state_machine import next_stage
+from control.rollouts.state_machine import canary_stage, next_stage
 from control.settings import ControlSettings
 from control.stats import (
     AcceptanceEstimate,
@@ -74,6 +74,9 @@ MIXTURE_SCALE = 0.1
 # ... and of the error-rate difference's interval: tightest around 5 points.
 ERROR_MIXTURE_SCALE = 0.05
 SATURATION_WINDOWS = 4
+# The stage whose load promotion evidence must reach (`NextStage.target`).
+NEXT_STAGE = "next stage"
+CANARY_FIRST_STAGE = "canary's first stage"
 
 
 class ArmSummary(BaseModel):
@@ -121,10 +124,16 @@ class StageComparison(BaseModel):
 
 
 class NextStage(BaseModel):
-    """What promotion would do to the spec pool's load, and the evidence at that load."""
+    """What promotion would do to the spec pool's load, and the evidence at that load.
+
+    In shadow the "next stage" is the canary's first stage: `share_now` is the share of
+    the segment's requests actually mirrored (the in-flight cap may skip some), and the
+    segment's rate counts the callers' requests alone (a mirror is a copy, not a request).
+    """
 
     model_config = ConfigDict(frozen=True)
 
+    target: str = NEXT_STAGE  # or CANARY_FIRST_STAGE (from shadow)
     share_now: float
     share_next: float
     segment_rate_per_s: float
@@ -241,6 +250,54 @@ def spec_share(rollout: Rollout) -> float:
     if rollout.state == RolloutState.FULL.value:
         return holdout_share(rollout.threshold_set)
     return rollout.percentage
+
+
+class LoadPlan(BaseModel):
+    """The spec arm's share now and at the stage judged for, and the segment's rate."""
+
+    model_config = ConfigDict(frozen=True)
+
+    target: str
+    share_now: float
+    share_next: float
+    segment_rate_per_s: float
+
+
+def load_plan(
+    rollout: Rollout,
+    thresholds: ThresholdSet,
+    *,
+    spec_requests: int,
+    baseline_requests: int,
+    seconds: float,
+) -> LoadPlan:
+    """Which stage's load the evidence must reach, from this stage's request counts.
+
+    Canary, ramping, probation: the next stage (full keeps the holdout); both arms'
+    requests are the segment's. Shadow: the canary's first stage; every request of the
+    segment is served by the baseline arm, so its count alone is the segment's rate,
+    and the share on the spec pool is what was mirrored (at most `shadow_percentage`,
+    less when the gateways' in-flight cap skipped mirrors).
+    """
+    assert seconds > 0, seconds
+    stages = list(rollout.stages)
+    if rollout.state == RolloutState.SHADOW.value:
+        mirrored = 100.0 * spec_requests / baseline_requests if baseline_requests else 0.0
+        return LoadPlan(
+            target=CANARY_FIRST_STAGE,
+            share_now=min(rollout.percentage, mirrored),
+            share_next=canary_stage(stages),
+            segment_rate_per_s=baseline_requests / seconds,
+        )
+    share_next = next_stage(stages, rollout.percentage)
+    if share_next >= 100.0:
+        share_next = holdout_share(thresholds)
+    return LoadPlan(
+        target=NEXT_STAGE,
+        share_now=spec_share(rollout),
+        share_next=share_next,
+        segment_rate_per_s=(spec_requests + baseline_requests) / seconds,
+    )
 
 
 def _slots(
@@ -500,28 +557,29 @@ class _Builder:
         r = self.rollout
         if r.state == RolloutState.FULL.value:
             return None
-        share_now = spec_share(r)
-        share_next = next_stage(list(r.stages), r.percentage)
-        if share_next >= 100.0:
-            share_next = holdout_share(self.t)
         first = self.stage_first
         if first >= len(self.starts):
             self.missing.append("no windows since the stage began")
             return None
         span = self.starts[first:]
         seconds = (span[-1] - span[0]).total_seconds() + self.window_seconds
-        requests = int(self.spec.requests[first:].sum() + self.base.requests[first:].sum())
+        plan = load_plan(
+            r,
+            self.t,
+            spec_requests=int(self.spec.requests[first:].sum()),
+            baseline_requests=int(self.base.requests[first:].sum()),
+            seconds=seconds,
+        )
         e2e = self.spec.e2e_ms[first:].sum(axis=0)  # [samples, sum ms]
         load_now = self.spec.mean_load(first)
         if load_now is None or e2e[0] == 0:
-            self.missing.append("next stage: no dispatched spec requests in this stage")
+            self.missing.append(f"{plan.target}: no dispatched spec requests in this stage")
             return None
-        rate = requests / seconds
         load_next = projected_spec_load(
             load_now=load_now,
-            share_now=share_now,
-            share_next=share_next,
-            segment_rate_per_s=rate,
+            share_now=plan.share_now,
+            share_next=plan.share_next,
+            segment_rate_per_s=plan.segment_rate_per_s,
             spec_latency_s=float(e2e[1] / e2e[0]) / 1000.0,
             spec_workers=self.spec_workers,
         )
@@ -530,16 +588,23 @@ class _Builder:
         advice = None
         if speedup is None or speedup.spec_requests < self.t.min_samples:
             have = speedup.spec_requests if speedup else 0
+            remedy = (
+                "add spec workers or raise the shadow share (shadow_percentage) towards the "
+                "canary's first stage"
+                if plan.target == CANARY_FIRST_STAGE
+                else "add spec workers or promote in smaller steps"
+            )
             advice = (
-                f"no evidence at the next stage's load: the spec pool would carry "
-                f"{load_next:.1f} requests per worker at {share_next:g} %, and this stage "
+                f"no evidence at the {plan.target}'s load: the spec pool would carry "
+                f"{load_next:.1f} requests per worker at {plan.share_next:g} %, and this stage "
                 f"has {have} matched spec requests at load >= {LOAD_BUCKET_EDGES[bucket]} "
-                f"(needs {self.t.min_samples}); add spec workers or promote in smaller steps"
+                f"(needs {self.t.min_samples}); {remedy}"
             )
         return NextStage(
-            share_now=share_now,
-            share_next=share_next,
-            segment_rate_per_s=rate,
+            target=plan.target,
+            share_now=plan.share_now,
+            share_next=plan.share_next,
+            segment_rate_per_s=plan.segment_rate_per_s,
             spec_workers=self.spec_workers,
             spec_load_now=load_now,
             spec_load_next=load_next,

@@ -86,9 +86,10 @@ def _evidence_lines(evidence: Evidence | None, health: PoolHealth | None) -> lis
                 else "no matched evidence"
             )
             lines.append(
-                f"- Next stage {ns.share_next:g} %: projected {ns.spec_load_next:.1f} requests "
-                f"per spec worker ({ns.spec_workers} workers, {ns.segment_rate_per_s:.1f} req/s "
-                f"in the segment); at load >= {ns.load_floor}: {at_next}."
+                f"- {ns.target[:1].upper()}{ns.target[1:]} {ns.share_next:g} %: projected "
+                f"{ns.spec_load_next:.1f} requests per spec worker from {ns.spec_load_now:.1f} at "
+                f"{ns.share_now:g} % ({ns.spec_workers} workers, {ns.segment_rate_per_s:.1f} "
+                f"req/s in the segment); at load >= {ns.load_floor}: {at_next}."
             )
         lines.extend(f"- Missing: {m}." for m in evidence.missing)
     if health is not None:
@@ -199,11 +200,18 @@ def _reversal(verdict: Verdict, t: ThresholdSet) -> str:
     return "An admin starts the rollout again (a fresh canary) once the cause is fixed."
 
 
-def _risks(verdict: Verdict) -> list[str]:
+def _risks(verdict: Verdict, to_state: str) -> list[str]:
+    if verdict.action is Action.START and to_state == "shadow":
+        return [
+            "- The offline eval set may not match live traffic; the shadow measures the "
+            "segment's own requests with no user exposed."
+        ]
     if verdict.action is Action.START:
         return [
             "- Mirrored requests ran with no user waiting on them; the canary's users may "
-            "cancel or stream differently. The canary's own monitors re-test from its start."
+            "cancel or stream differently. The canary's own monitors re-test from its start.",
+            "- The canary's first-stage load is a projection (Little's law from the shadow's "
+            "request rate and the mirrors' latency).",
         ]
     if verdict.action is Action.PROMOTE:
         return [
@@ -240,6 +248,6 @@ def render_record(
         policy=_policy(verdict, r, t, d.to_state, d.to_percentage),
         rollout=stage_change(d, r),
         reversal=_reversal(verdict, t),
-        risks=_risks(verdict),
+        risks=_risks(verdict, d.to_state),
     )
     return render(content)

@@ -10,19 +10,33 @@ false-alarm budget, with no user exposed either way:
   its margin) rolls the rollout back: the pair version needs work, not a canary;
 - the canary starts when the acceptance SPRT accepts, the mean acceptance length
   reaches `min_mean_acceptance_length`, and latency is within bounds at the load
-  measured: the matched speedup's always-valid lower bound is at least
-  1 / (1 + `latency_margin`) (not confidently slower than the margin), the
-  matched p95 within the margin, and the error rate not confidently beyond its
-  margin;
+  the canary's first stage will put on the spec pool: the matched speedup's
+  always-valid lower bound, over the mirrors measured at that load or above, is
+  at least 1 / (1 + `latency_margin`) (not confidently slower than the margin),
+  the matched p95 within the margin, and the error rate not confidently beyond
+  its margin;
+- a speedup confidently below that floor at the canary's load pauses (the
+  shadow measured no regression the monitors could roll back on, but the canary
+  would meet one: an admin adds spec workers or lowers the first stage);
+- no evidence at the canary's load holds with advice (the shadow mirrored a
+  smaller share than the first stage sends, so the pool must be seen busier);
 - otherwise hold, and pause after `max_inconclusive_rounds` holds.
 
-The canary's first stage sends no more load to the spec pool than the shadow
-did when `shadow_percentage` ≥ the first stage, so the load measured here is
-the load the canary will meet or a higher one.
+The canary's load is projected as a canary's next stage is (`evidence.load_plan`,
+Little's law): from the share actually mirrored to the first stage's share, at
+the segment's request rate (the callers' requests; mirrors are copies). When
+`shadow_percentage` ≥ the first stage the projection is the load measured.
 """
 
 from control.automation.evidence import Evidence
-from control.automation.verdicts import Action, Verdict, failure_action, monitor_failures
+from control.automation.verdicts import (
+    Action,
+    HoldReason,
+    Verdict,
+    failure_action,
+    fmt_vs,
+    monitor_failures,
+)
 from control.contract import RolloutState
 from control.models import ThresholdSet
 from control.rollouts.gates import GateResult
@@ -31,16 +45,24 @@ from control.stats import SprtDecision
 SHADOW_PASSED = "passed"
 
 
+def latency_floor(t: ThresholdSet) -> float:
+    """The slowest speedup within the latency margin: 1 / (1 + latency_margin)."""
+    return 1.0 / (1.0 + t.latency_margin)
+
+
 def shadow_checks(evidence: Evidence, t: ThresholdSet) -> dict[str, bool]:
     acceptance, monitor = evidence.acceptance, evidence.acceptance_monitor
-    here = evidence.stage.get("e2e_per_token")
+    canary = evidence.next_stage
     errors = evidence.error_guard
     return {
         "acceptance_accepted": monitor is not None and monitor.decision is SprtDecision.ACCEPT,
         "mean_acceptance_length": acceptance is not None
         and acceptance.mean_acceptance_length is not None
         and acceptance.mean_acceptance_length >= t.min_mean_acceptance_length,
-        "latency_within_bounds": here is not None and here.lower >= 1.0 / (1.0 + t.latency_margin),
+        "latency_at_canary_load": canary is not None
+        and canary.advice is None
+        and canary.speedup is not None
+        and canary.speedup.lower >= latency_floor(t),
         "p95_within_margin": evidence.p95_ratio is not None
         and evidence.p95_ratio <= 1 + t.latency_margin,
         "error_rate_within_margin": errors is not None
@@ -72,28 +94,48 @@ def judge_shadow(
             Action.WAIT, f"stage dwell: {seconds_in_state:.0f} s of {t.stage_dwell_seconds} s"
         )
     checks = shadow_checks(evidence, t)
+    canary = evidence.next_stage
     if all(checks.values()):
-        here = evidence.stage["e2e_per_token"]
         acceptance = evidence.acceptance
         assert acceptance is not None and acceptance.mean_acceptance_length is not None
+        assert canary is not None and canary.speedup is not None
         return Verdict(
             Action.START,
             f"shadow passed on {evidence.spec.requests} mirrored requests: acceptance accepted "
             f"(mean acceptance length {acceptance.mean_acceptance_length:.2f}), speedup "
-            f"{here.speedup:.3f} (always-valid lower bound {here.lower:.3f} >= "
-            f"{1.0 / (1.0 + t.latency_margin):.3f}) at the measured load, errors within margin",
+            f"{canary.speedup.speedup:.3f} (always-valid lower bound {canary.speedup.lower:.3f} "
+            f">= {latency_floor(t):.3f}) at the canary's first-stage load ({canary.share_next:g} "
+            f"%: about {canary.spec_load_next:.1f} requests per spec worker, projected from "
+            f"{canary.spec_load_now:.1f} with {canary.share_now:g} % mirrored), errors within "
+            "margin",
             SHADOW_PASSED,
             checks,
         )
+    slow = canary.speedup if canary is not None and canary.advice is None else None
+    if canary is not None and slow is not None and slow.upper < latency_floor(t):
+        upper, bound = fmt_vs(slow.upper, latency_floor(t))
+        return Verdict(
+            Action.PAUSE,
+            f"too slow at the canary's first-stage load ({canary.share_next:g} %: about "
+            f"{canary.spec_load_next:.1f} requests per spec worker): speedup "
+            f"{slow.speedup:.3f}, always-valid upper bound {upper} < {bound} "
+            "(1 / (1 + latency_margin))",
+            HoldReason.NO_BENEFIT,
+            checks,
+        )
     failed = ", ".join(name for name, ok in checks.items() if not ok)
+    advice = canary.advice if canary is not None else None
+    hold = HoldReason.NO_EVIDENCE_AT_NEXT_LOAD if advice else HoldReason.INCONCLUSIVE
+    reason = advice or f"shadow inconclusive (not yet: {failed})"
     if inconclusive_rounds + 1 >= t.max_inconclusive_rounds:
         return Verdict(
             Action.PAUSE,
-            f"shadow inconclusive for {inconclusive_rounds + 1} rounds (not yet: {failed})",
-            "inconclusive",
+            f"shadow inconclusive for {inconclusive_rounds + 1} rounds: {reason}",
+            hold,
             checks,
+            advice,
         )
-    return Verdict(Action.HOLD, f"shadow inconclusive (not yet: {failed})", "inconclusive", checks)
+    return Verdict(Action.HOLD, reason, hold, checks, advice)
 
 
 def judge_offline(gate: GateResult) -> Verdict:

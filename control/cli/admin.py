@@ -438,7 +438,7 @@ def _readout_table(readout: dict[str, Any]) -> Table:
         speed = nxt.get("speedup")
         bound = f"lower bound {speed['lower']:.3f}" if speed else "no evidence"
         table.add_row(
-            "at the next stage",
+            f"at the {nxt.get('target', 'next stage')}",
             f"{nxt['share_next']:g} %: {nxt['spec_load_next']:.1f} requests per spec worker; "
             f"{bound}" + (f"; {nxt['advice']}" if nxt.get("advice") else ""),
         )

@@ -82,6 +82,11 @@ def next_stage(stages: list[float], percentage: float) -> float:
     return above[0] if above else 100.0
 
 
+def canary_stage(stages: list[float]) -> float:
+    """The canary's first stage: where `start` out of shadow (or a waived shadow) goes."""
+    return min(stages)
+
+
 def plan(
     action: RolloutAction,
     state: S,
@@ -106,7 +111,7 @@ def plan(
     elif action is RolloutAction.START and state in BEFORE_SHADOW and not skip_shadow:
         to_state, to_pct = S.SHADOW, shadow_percentage
     elif action is RolloutAction.START:
-        to_state, to_pct = S.CANARY, min(stages)
+        to_state, to_pct = S.CANARY, canary_stage(stages)
     elif action is RolloutAction.PROMOTE:
         to_pct = next_stage(stages, percentage)
         to_state = S.FULL if to_pct >= 100.0 else S.RAMPING

@@ -76,7 +76,11 @@ class Setup:
 
 
 def create_rollout(
-    database: Database, *, shadow: bool = False, **threshold_overrides: Any
+    database: Database,
+    *,
+    shadow: bool = False,
+    stages: tuple[float, ...] = (1.0, 5.0, 25.0, 50.0, 100.0),
+    **threshold_overrides: Any,
 ) -> Setup:
     """A started rollout (canary at the first stage, or in shadow) with its own pair,
     pools, segment."""
@@ -117,7 +121,7 @@ def create_rollout(
             spec_pool_id=spec.id,
             baseline_pool_id=baseline.id,
             threshold_set_id=thresholds.id,
-            stages=[1.0, 5.0, 25.0, 50.0, 100.0],
+            stages=list(stages),
             cohort_salt=tag,
         )
         s.add(rollout)

@@ -4,7 +4,21 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from control.automation.evidence import Evidence, NextStage, Saturation, StageComparison
+import pytest
+
+from control.automation.evidence import (
+    CANARY_FIRST_STAGE,
+    NEXT_STAGE,
+    ArmSummary,
+    ErrorGuard,
+    Evidence,
+    LoadPlan,
+    NextStage,
+    Saturation,
+    StageComparison,
+    load_plan,
+)
+from control.automation.shadow import judge_shadow
 from control.automation.verdicts import (
     Action,
     GuardReason,
@@ -17,6 +31,15 @@ from control.automation.verdicts import (
     probation_backoff_seconds,
 )
 from control.contract import RolloutState
+from control.models import Rollout
+from control.stats import (
+    AcceptanceEstimate,
+    AcceptanceMonitor,
+    ConfidenceSequence,
+    CusumResult,
+    SprtDecision,
+    projected_spec_load,
+)
 from tests.control.automation.scenario import threshold_row
 
 
@@ -102,19 +125,20 @@ def _speedup(speedup: float, lower: float, upper: float) -> StageComparison:
     )
 
 
-def _next_stage(speedup: StageComparison | None, advice: str | None = None) -> NextStage:
-    return NextStage(
-        share_now=25.0,
-        share_next=50.0,
-        segment_rate_per_s=100.0,
-        spec_workers=4,
-        spec_load_now=1.0,
-        spec_load_next=3.0,
-        load_bucket=3,
-        load_floor=3,
-        speedup=speedup,
-        advice=advice,
-    )
+def _next_stage(
+    speedup: StageComparison | None, advice: str | None = None, **fields: Any
+) -> NextStage:
+    values: dict[str, Any] = {
+        "share_now": 25.0,
+        "share_next": 50.0,
+        "segment_rate_per_s": 100.0,
+        "spec_workers": 4,
+        "spec_load_now": 1.0,
+        "spec_load_next": 3.0,
+        "load_bucket": 3,
+        "load_floor": 3,
+    }
+    return NextStage(speedup=speedup, advice=advice, **(values | fields))
 
 
 def _canary(evidence: Evidence, rounds: int = 0) -> Verdict:
@@ -209,3 +233,132 @@ def test_a_saturating_spec_pool_is_disabled_by_the_guard() -> None:
         ).action
         is Action.WAIT
     )
+
+
+def _rollout(state: RolloutState, percentage: float, stages: list[float]) -> Rollout:
+    return Rollout(state=state.value, percentage=percentage, stages=stages)
+
+
+def test_a_shadow_projects_to_the_canarys_first_stage() -> None:
+    thresholds = threshold_row()
+    # A 5 % shadow, canary from 25 %: 400 callers' requests in 10 s, 18 mirrors (the
+    # in-flight cap skipped two). The mirrors are copies: the segment runs at 40 req/s.
+    plan = load_plan(
+        _rollout(RolloutState.SHADOW, 5.0, [25.0, 50.0, 100.0]),
+        thresholds,
+        spec_requests=18,
+        baseline_requests=400,
+        seconds=10.0,
+    )
+    assert plan == LoadPlan(
+        target=CANARY_FIRST_STAGE, share_now=4.5, share_next=25.0, segment_rate_per_s=40.0
+    )
+    # Little's law: 20.5 % more of 40 req/s, each 0.5 s on one of 2 workers.
+    load = projected_spec_load(
+        load_now=0.3,
+        share_now=plan.share_now,
+        share_next=plan.share_next,
+        segment_rate_per_s=plan.segment_rate_per_s,
+        spec_latency_s=0.5,
+        spec_workers=2,
+    )
+    assert load == pytest.approx(0.3 + 0.205 * 40.0 * 0.5 / 2)  # 2.35
+    # A shadow at least as wide as the first stage is judged at the load it measured.
+    wide = load_plan(
+        _rollout(RolloutState.SHADOW, 10.0, [1.0, 5.0, 100.0]),
+        thresholds,
+        spec_requests=100,
+        baseline_requests=1000,
+        seconds=100.0,
+    )
+    assert (wide.share_now, wide.share_next, wide.segment_rate_per_s) == (10.0, 1.0, 10.0)
+    assert projected_spec_load(
+        load_now=0.4,
+        share_now=wide.share_now,
+        share_next=wide.share_next,
+        segment_rate_per_s=wide.segment_rate_per_s,
+        spec_latency_s=2.0,
+        spec_workers=1,
+    ) == pytest.approx(0.4)
+    # A canary's next stage counts both arms' requests; before full, the holdout stays.
+    canary = load_plan(
+        _rollout(RolloutState.RAMPING, 50.0, [1.0, 50.0, 100.0]),
+        threshold_row(holdout_percentage=10.0),
+        spec_requests=300,
+        baseline_requests=300,
+        seconds=60.0,
+    )
+    assert canary == LoadPlan(
+        target=NEXT_STAGE, share_now=50.0, share_next=90.0, segment_rate_per_s=10.0
+    )
+
+
+def _passing_shadow(canary: NextStage | None) -> Evidence:
+    accepted = AcceptanceMonitor.model_construct(decision=SprtDecision.ACCEPT)
+    quiet = CusumResult.model_construct(alarm=False)
+    return _evidence(
+        acceptance=AcceptanceEstimate.model_construct(mean_acceptance_length=2.4),
+        acceptance_monitor=accepted,
+        error_guard=ErrorGuard.model_construct(
+            margin=0.01,
+            cusum=quiet,
+            stage=ConfidenceSequence.model_construct(lower=-0.01, upper=0.01),
+        ),
+        p95_ratio=1.05,
+        stage={"e2e_per_token": _speedup(1.3, 1.2, 1.4)},
+        next_stage=canary,
+        spec=ArmSummary(window_ids=[1], requests=180, errors=0, mean_load=0.3),
+    )
+
+
+def _shadow(evidence: Evidence, rounds: int = 0) -> Verdict:
+    return judge_shadow(
+        evidence,
+        threshold_row(latency_margin=0.25, max_inconclusive_rounds=3),
+        seconds_in_state=1e6,
+        inconclusive_rounds=rounds,
+    )
+
+
+def _canary_stage(speedup: StageComparison | None, advice: str | None = None) -> NextStage:
+    """A 4.5 % shadow before a 25 % canary: 0.3 requests per worker now, 2.35 then."""
+    return _next_stage(
+        speedup,
+        advice,
+        target=CANARY_FIRST_STAGE,
+        share_now=4.5,
+        share_next=25.0,
+        segment_rate_per_s=40.0,
+        spec_workers=2,
+        spec_load_now=0.3,
+        spec_load_next=2.35,
+        load_bucket=2,
+        load_floor=2,
+    )
+
+
+def test_the_shadow_starts_the_canary_only_on_evidence_at_the_canarys_load() -> None:
+    # Latency floor 1 / 1.25 = 0.8: the lower bound at the canary's load must clear it.
+    started = _shadow(_passing_shadow(_canary_stage(_speedup(1.1, 0.85, 1.3))))
+    assert (started.action, started.code) == (Action.START, "passed")
+    assert started.checks["latency_at_canary_load"] is True
+    assert "lower bound 0.850 >= 0.800" in started.reason
+    assert "canary's first-stage load (25 %: about 2.4 requests per spec worker" in started.reason
+    assert "projected from 0.3 with 4.5 % mirrored" in started.reason
+    # Fast at the idle load measured, but no mirrors seen at the canary's load: hold, advise.
+    unseen = _passing_shadow(
+        _canary_stage(None, advice="raise the shadow share (shadow_percentage)")
+    )
+    held = _shadow(unseen)
+    assert (held.action, held.code) == (Action.HOLD, "no_evidence_at_next_load")
+    assert held.checks["latency_at_canary_load"] is False
+    assert held.advice is not None and "shadow_percentage" in held.advice
+    assert _shadow(unseen, rounds=2).action is Action.PAUSE
+    # Conclusively slower than the margin at the canary's load: pause, never a canary.
+    slow = _shadow(_passing_shadow(_canary_stage(_speedup(0.7, 0.6, 0.78))))
+    assert (slow.action, slow.code) == (Action.PAUSE, "no_benefit")
+    assert "upper bound 0.780 < 0.800" in slow.reason
+    # Undecided at that load: hold, inconclusive.
+    open_ = _shadow(_passing_shadow(_canary_stage(_speedup(0.9, 0.7, 1.1))))
+    assert (open_.action, open_.code) == (Action.HOLD, "inconclusive")
+    assert "latency_at_canary_load" in open_.reason
