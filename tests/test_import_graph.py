@@ -162,6 +162,33 @@ def test_api_is_plumbing_and_domains_reach_it_only_from_endpoints() -> None:
     assert domain_to_api == []
 
 
+def test_the_request_pipeline_sits_above_decision_and_proxy() -> None:
+    # The routes reach the request path only through gateway.pipeline, and nothing
+    # the pipeline builds on imports it back.
+    floor = (
+        "gateway.decision",
+        "gateway.proxy",
+        "gateway.routing",
+        "gateway.quota",
+        "gateway.telemetry",
+        "gateway.snapshot",
+    )
+    steps = (
+        "gateway.decision.decide",
+        "gateway.quota",
+        "gateway.routing",
+        "gateway.telemetry",
+        "gateway.proxy.upstream",
+        "gateway.proxy.relay",
+        "gateway.proxy.accounting",
+    )
+    assert [(m, t) for m, t in _arrows() if m.startswith(floor) and t == "gateway.pipeline"] == []
+    assert [
+        (m, t) for m, t in _arrows() if m.startswith("gateway.routes") and t.startswith(steps)
+    ] == []
+    assert "gateway.pipeline" in GRAPH["gateway.routes.openai"]
+
+
 def test_no_import_circles() -> None:
     index: dict[str, int] = {}
     low: dict[str, int] = {}

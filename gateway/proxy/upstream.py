@@ -1,16 +1,15 @@
-"""Open the engine request: pick a worker, send, fall back before the first byte.
+"""Open the engine request on one pool: pick a worker, send, try the next.
 
 Connect failures, 5xx and other non-2xx, non-4xx answers (a redirect) count
-against the worker's breaker and move
-on to the next usable worker of the pool, then to the decision's fallback
-pool (reason `pool_unavailable`). Once the engine has accepted the request
-(2xx headers) nothing is retried: the relay owns it from there.
+against the worker's breaker and move on to the next usable worker of the
+pool; when none is left the pipeline's route step may go to the decision's
+fallback pool (reason `pool_unavailable`). Once the engine has accepted the
+request (2xx headers) nothing is retried: the relay owns it from there.
 """
 
 import asyncio
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.decision.decide import Decision
@@ -58,7 +57,17 @@ def _engine_error(resp_body: bytes, status: int) -> GatewayError:
     return UpstreamError(message, code="engine_error")
 
 
-async def open_upstream(
+class PoolExhausted(Exception):
+    """No worker of the pool took the request, and nothing was sent that could complete:
+    the caller may go to another pool. `error` is the last worker's failure (None: the
+    pool had no usable worker at all)."""
+
+    def __init__(self, error: GatewayError | None) -> None:
+        super().__init__(str(error) if error else "no usable worker")
+        self.error = error
+
+
+async def open_on_pool(
     *,
     client: EngineClient,
     balancer: Balancer,
@@ -67,68 +76,60 @@ async def open_upstream(
     body: bytes,
     request_id: str,
     header_timeout_s: float,
-    on_fallback: Callable[[Decision], None] | None = None,
 ) -> Opened:
-    """Open the request on the decision's pool, or on its fallback pool if that has no
-    usable worker; `on_fallback` hears of the switch before anything is sent there."""
+    """Open the request on a usable worker of the decision's pool, trying each in turn.
+
+    Raises PoolExhausted when every worker was unusable, unreachable or failed
+    (5xx, a redirect); an engine's 4xx and a timeout are the request's own and raise
+    their typed error, tagged with the decision."""
     headers = {"content-type": "application/json", "x-request-id": request_id}
-    last_error: GatewayError = ServiceUnavailable(
-        f"No healthy worker in pool '{decision.pool.name}'", code="no_healthy_worker"
-    )
-    current: Decision | None = decision
-    while current is not None:
-        tried: set[str] = set()
-        version = current.pair.engine_version if current.pair is not None else None
-        while (lease := balancer.acquire(current.pool, tried, version)) is not None:
-            tried.add(lease.worker.id)
-            try:
-                async with asyncio.timeout(header_timeout_s):
-                    response = await client.post(
-                        _engine_base(lease.worker.endpoint_url), path, body, headers
-                    )
-            except EngineHTTPError as exc:
-                # Before any answer: the engine is unreachable or died, so sending the
-                # request elsewhere cannot duplicate work that will complete.
-                lease.breaker.record_failure()
-                lease.release()
-                last_error = ServiceUnavailable(
-                    f"Worker unreachable ({type(exc).__name__})", code="engine_unreachable"
+    last_error: GatewayError | None = None
+    tried: set[str] = set()
+    version = decision.pair.engine_version if decision.pair is not None else None
+    while (lease := balancer.acquire(decision.pool, tried, version)) is not None:
+        tried.add(lease.worker.id)
+        try:
+            async with asyncio.timeout(header_timeout_s):
+                response = await client.post(
+                    _engine_base(lease.worker.endpoint_url), path, body, headers
                 )
-                continue
-            except TimeoutError as exc:
-                lease.breaker.release_trial()
-                lease.release()
-                raise _tagged(
-                    UpstreamTimeout("The engine did not answer in time"), current
-                ) from exc
-            except BaseException:
-                lease.breaker.release_trial()
-                lease.release()
-                raise
-            if 200 <= response.status < 300:
-                return Opened(decision=current, lease=lease, response=response)
-            try:
-                async with asyncio.timeout(header_timeout_s):
-                    content = await response.read()
-            except (EngineHTTPError, TimeoutError):
-                content = b""
-            finally:
-                response.release()
-            error = _engine_error(content, response.status)
-            if 400 <= response.status < 500:
-                # The engine is fine; the request is not. Neither a fault nor a retry.
-                lease.breaker.record_success()
-                lease.release()
-                raise _tagged(error, current)
+        except EngineHTTPError as exc:
+            # Before any answer: the engine is unreachable or died, so sending the
+            # request elsewhere cannot duplicate work that will complete.
             lease.breaker.record_failure()
             lease.release()
-            log.warning("engine %s answered %d", lease.worker.id, response.status)
-            last_error = error
-        last_error = _tagged(last_error, current)
-        current = current.fall_back() if current.fallback is not None else None
-        if current is not None and on_fallback is not None:
-            on_fallback(current)
-    raise last_error
+            last_error = ServiceUnavailable(
+                f"Worker unreachable ({type(exc).__name__})", code="engine_unreachable"
+            )
+            continue
+        except TimeoutError as exc:
+            lease.breaker.release_trial()
+            lease.release()
+            raise tagged(UpstreamTimeout("The engine did not answer in time"), decision) from exc
+        except BaseException:
+            lease.breaker.release_trial()
+            lease.release()
+            raise
+        if 200 <= response.status < 300:
+            return Opened(decision=decision, lease=lease, response=response)
+        try:
+            async with asyncio.timeout(header_timeout_s):
+                content = await response.read()
+        except (EngineHTTPError, TimeoutError):
+            content = b""
+        finally:
+            response.release()
+        error = _engine_error(content, response.status)
+        if 400 <= response.status < 500:
+            # The engine is fine; the request is not. Neither a fault nor a retry.
+            lease.breaker.record_success()
+            lease.release()
+            raise tagged(error, decision)
+        lease.breaker.record_failure()
+        lease.release()
+        log.warning("engine %s answered %d", lease.worker.id, response.status)
+        last_error = error
+    raise PoolExhausted(last_error)
 
 
 def _engine_base(endpoint_url: str) -> str:
@@ -137,7 +138,7 @@ def _engine_base(endpoint_url: str) -> str:
     return base.removesuffix("/v1")
 
 
-def _tagged(error: GatewayError, decision: Decision) -> GatewayError:
+def tagged(error: GatewayError, decision: Decision) -> GatewayError:
     """The error response names the decision in effect when it happened (after any fallback)."""
     error.headers["x-specroute-decision"] = decision.header()
     return error

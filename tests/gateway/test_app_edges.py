@@ -305,12 +305,12 @@ def test_a_bug_in_the_request_path_is_a_typed_500_with_its_request_id(
 ) -> None:
     # NOTE: a defect cannot be produced for real; this injects one where the
     # request path decides, to check the fast lane renders it like FastAPI would.
-    import gateway.routes.openai as routes
+    import gateway.pipeline as pipeline
 
     def broken_decide(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("injected defect")
 
-    monkeypatch.setattr(routes, "decide", broken_decide)
+    monkeypatch.setattr(pipeline, "decide", broken_decide)
     resp = httpx.post(
         dead_gateway.base_url + "/v1/chat/completions",
         json=CHAT,

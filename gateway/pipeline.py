@@ -1,0 +1,297 @@
+"""The request path, one step per function, in the design's order:
+
+    intake → decide → admit → route → relay → account
+
+`serve` runs them; the OpenAI routes only hand it the HTTP request. Each step
+reads what the steps before it produced and does one thing: intake turns HTTP
+into an authenticated, validated `Arrival`; decide picks the arm; admit books
+the quota estimate; route opens the request on the chosen pool (or, before the
+first byte, on its fallback); relay streams the engine's answer back; account
+(`gateway.proxy.accounting`) turns the finished request into its record, its
+metrics and its quota charge. The floor below holds the pieces the steps use:
+request bodies and intake parsing (`gateway.proxy`), the pure decision, the
+balancer, the quota limiters and the engine client.
+"""
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from fastapi import Request, Response
+
+from control.contract import PolicySnapshot, RequestFeatures, TenantSpec
+from gateway.decision.decide import Decision, DecisionInput, Override, decide
+from gateway.decision.features import request_features, sampling_summary
+from gateway.errors import (
+    GatewayError,
+    PermissionDenied,
+    QuotaExceeded,
+    RequestValidationFailed,
+    ServiceUnavailable,
+    UpstreamClientError,
+)
+from gateway.proxy.accounting import Accounting
+from gateway.proxy.intake import (
+    JSONBody,
+    authenticate,
+    engine_body,
+    read_json,
+    request_id_of,
+    validate,
+)
+from gateway.proxy.relay import relay_json, relay_stream
+from gateway.proxy.schemas import SamplingParams
+from gateway.proxy.upstream import Opened, PoolExhausted, open_on_pool, tagged
+from gateway.quota.guarded import QuotaStoreUnavailable
+from gateway.quota.limiter import PROMPT_BYTES_PER_TOKEN, Reservation, admission_estimate
+from gateway.state import GatewayState
+from gateway.telemetry.record import RequestFacts
+
+log = logging.getLogger(__name__)
+
+OVERRIDE_HEADER = "x-specroute-speculation"
+TASK_HEADER = "x-specroute-task"
+SESSION_HEADER = "x-specroute-session"
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A request past intake: who sent it, what it asks, and when it arrived."""
+
+    request_id: str
+    path: str
+    tenant: TenantSpec
+    snapshot: PolicySnapshot  # the policy the request is decided and charged under
+    received: JSONBody
+    body: SamplingParams
+    features: RequestFeatures
+    cohort_key: str
+    override: Override | None
+    started: float  # time.monotonic(): TTFT and e2e count from here, body reading included
+    received_at: float  # time.time()
+
+    @property
+    def facts(self) -> RequestFacts:
+        return RequestFacts(
+            tenant_id=self.tenant.id,
+            endpoint="chat" if self.path.endswith("/chat/completions") else "completions",
+            stream=self.body.stream,
+            model=self.features.model,
+            adapter=self.features.adapter,
+            sampling=sampling_summary(self.body),
+            received_at=self.received_at,
+            sample_rate=self.tenant.request_sample_rate,
+        )
+
+
+async def serve(
+    state: GatewayState, request: Request, schema: type[SamplingParams], path: str
+) -> Response:
+    """One completion request through every step."""
+    arrival = await intake(state, request, schema, path)
+    decision = decide_arm(state, arrival)
+    request.state.decision_header = decision.header()
+    acct = account(state, arrival, decision)
+    try:
+        acct.reservation = await admit(state, arrival)
+        opened = await route(state, arrival, decision, acct)
+    except GatewayError as exc:
+        await refused(state, acct, exc)
+        raise
+    dispatched(state, arrival, opened, acct)
+    request.state.decision_header = opened.decision.header()
+    return await relay(state, request, arrival, opened, acct)
+
+
+async def intake(
+    state: GatewayState, request: Request, schema: type[SamplingParams], path: str
+) -> Arrival:
+    """Authenticate the key, read and validate the body, check the model is allowed."""
+    started = time.monotonic()
+    received_at = time.time()
+    request_id = request_id_of(request)
+    tenant = authenticate(request, state.store)
+    received = await read_json(request, state.settings.max_body_bytes)
+    body = validate(schema, received.doc)
+    if tenant.allowed_models is not None and body.model not in tenant.allowed_models:
+        raise PermissionDenied(
+            f"This key may not use the model '{body.model}'",
+            code="model_not_allowed",
+            param="model",
+        )
+    snapshot = state.store.snapshot
+    assert snapshot is not None  # authenticate() checked readiness
+    features = request_features(
+        body, tenant=tenant.name, task=request.headers.get(TASK_HEADER), snapshot=snapshot
+    )
+    return Arrival(
+        request_id=request_id,
+        path=path,
+        tenant=tenant,
+        snapshot=snapshot,
+        received=received,
+        body=body,
+        features=features,
+        cohort_key=body.user or request.headers.get(SESSION_HEADER) or request_id,
+        override=_override(request),
+        started=started,
+        received_at=received_at,
+    )
+
+
+def _override(request: Request) -> Override | None:
+    value = request.headers.get(OVERRIDE_HEADER)
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if value not in ("on", "off"):
+        raise RequestValidationFailed(
+            f"{OVERRIDE_HEADER} must be 'on' or 'off'", param=OVERRIDE_HEADER
+        )
+    return cast(Literal["on", "off"], value)
+
+
+def decide_arm(state: GatewayState, arrival: Arrival) -> Decision:
+    """The pure decision on the current snapshot: segment, rollout, cohort, arm."""
+    return decide(
+        DecisionInput(
+            snapshot=arrival.snapshot,
+            snapshot_age_s=state.store.age_s(),
+            tenant=arrival.tenant,
+            features=arrival.features,
+            body=arrival.body,
+            cohort_key=arrival.cohort_key,
+            override=arrival.override,
+            request_id=arrival.request_id,
+        )
+    )
+
+
+def account(state: GatewayState, arrival: Arrival, decision: Decision) -> Accounting:
+    """The request's account, opened before anything can fail so every outcome is recorded."""
+    acct = Accounting(
+        state,
+        arrival.request_id,
+        arrival.tenant,
+        arrival.snapshot.quota_weights,
+        started=arrival.started,
+        decision=decision,
+        facts=arrival.facts,
+    )
+    acct.prompt_estimate = -(-len(arrival.received.raw) // PROMPT_BYTES_PER_TOKEN)
+    return acct
+
+
+async def admit(state: GatewayState, arrival: Arrival) -> Reservation | None:
+    """Admit the request against its tenant's quota and book its estimated cost
+    (None: nothing booked)."""
+    tenant = arrival.tenant
+    if tenant.quota.weighted_tokens_per_minute is None:
+        return None
+    body = arrival.body
+    estimate = admission_estimate(
+        prompt_bytes=len(arrival.received.raw),
+        max_tokens=getattr(body, "max_completion_tokens", None) or body.max_tokens,
+        weights=arrival.snapshot.quota_weights,
+    )
+    try:
+        verdict = await state.quota.admit(tenant, reserve=estimate)
+    except QuotaStoreUnavailable as exc:
+        raise ServiceUnavailable(
+            "The quota store is unavailable and this gateway fails closed",
+            code="quota_unavailable",
+            headers={"Retry-After": str(max(1, int(-(-exc.retry_after_s // 1))))},
+        ) from None
+    except Exception as exc:
+        # NOTE: fail open: a quota store outage must not take the front door down.
+        log.warning("quota admission unavailable: %s", type(exc).__name__)
+        return None
+    if not verdict.allowed:
+        state.metrics.observe_quota_rejection(tenant.name)
+        raise QuotaExceeded(
+            f"Tenant quota exhausted ({verdict.used:.0f} of {verdict.limit} weighted tokens/min)",
+            retry_after_s=verdict.retry_after_s,
+        )
+    return verdict.reservation
+
+
+async def route(
+    state: GatewayState, arrival: Arrival, decision: Decision, acct: Accounting
+) -> Opened:
+    """Open the request on a worker of the decision's pool; when none takes it, on the
+    fallback pool (reason `pool_unavailable`). Nothing is retried once an engine accepted."""
+    stream = arrival.body.stream
+    body = engine_body(arrival.received, stream=stream)
+    timeout_s = state.settings.first_token_timeout_s if stream else state.settings.request_timeout_s
+    error: GatewayError = ServiceUnavailable(
+        f"No healthy worker in pool '{decision.pool.name}'", code="no_healthy_worker"
+    )
+    candidate = decision
+    while True:
+        try:
+            return await open_on_pool(
+                client=state.engine,
+                balancer=state.balancer,
+                decision=candidate,
+                path=arrival.path,
+                body=body,
+                request_id=arrival.request_id,
+                header_timeout_s=timeout_s,
+            )
+        except PoolExhausted as exhausted:
+            error = tagged(exhausted.error or error, candidate)
+        if candidate.fallback is None:
+            raise error
+        candidate = candidate.fall_back()
+        acct.route(candidate)
+
+
+async def refused(state: GatewayState, acct: Accounting, exc: GatewayError) -> None:
+    """Account a request that never reached an engine (quota, no worker, engine refusal),
+    under the arm last tried: after a fallback, that is the other one."""
+    routed = acct.decision
+    assert routed is not None
+    state.metrics.observe_decision(str(routed.reason), routed.arm)
+    # NOTE: an engine refusal's code is the engine's text: the record keeps ours.
+    code = exc.default_code if isinstance(exc, UpstreamClientError) else exc.code
+    await acct.fail(exc.status_code, code)
+
+
+def dispatched(state: GatewayState, arrival: Arrival, opened: Opened, acct: Accounting) -> None:
+    """An engine accepted the request: note where, and start its shadow copy if sampled."""
+    acct.dispatched(opened.decision, opened.lease)
+    # Shadow: the copy goes out only once the caller's own request is with an engine.
+    state.shadow.maybe_mirror(
+        state,
+        opened.decision,
+        path=arrival.path,
+        doc=arrival.received.doc,
+        request_id=arrival.request_id,
+        tenant=arrival.tenant,
+    )
+    state.metrics.observe_decision(str(opened.decision.reason), opened.decision.arm)
+
+
+async def relay(
+    state: GatewayState, request: Request, arrival: Arrival, opened: Opened, acct: Accounting
+) -> Response:
+    """Stream (or return) the engine's answer; `acct.finish` accounts it when it ends."""
+    headers = {"x-request-id": arrival.request_id, "x-specroute-decision": opened.decision.header()}
+    settings = state.settings
+    body = arrival.body
+    if body.stream:
+        return await relay_stream(
+            opened,
+            request,
+            keep_usage=bool(body.stream_options and body.stream_options.include_usage),
+            started=acct.started,
+            first_token_timeout_s=settings.first_token_timeout_s,
+            idle_timeout_s=settings.idle_timeout_s,
+            hold_headers=settings.hold_stream_headers,
+            headers=headers,
+            finish=acct.finish,
+        )
+    return await relay_json(
+        opened, request, timeout_s=settings.request_timeout_s, headers=headers, finish=acct.finish
+    )
