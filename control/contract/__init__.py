@@ -26,8 +26,12 @@ from control.contract.snapshot import (
     same_engine_release,
 )
 from control.contract.telemetry import (
+    COUNTER_FIELDS,
+    HISTOGRAM_FIELDS,
     LATENCY_BUCKETS_MS,
     LOAD_BUCKET_EDGES,
+    MOMENT_FIELDS,
+    SLICE_HISTOGRAM_FIELDS,
     LatencyHistogram,
     LoadSlice,
     LoadTotals,
@@ -35,6 +39,10 @@ from control.contract.telemetry import (
     TelemetryAck,
     TelemetryBatch,
     TelemetryWindow,
+    WindowCounts,
+    add_counts,
+    add_histograms,
+    add_positions,
     load_bucket,
     log_ms,
 )
@@ -43,10 +51,14 @@ INTERNAL_PREFIX = "/internal/v1"
 SNAPSHOT_CHANNEL = "specroute.snapshot"
 
 __all__ = [
+    "COUNTER_FIELDS",
     "EXPOSING_STATES",
+    "HISTOGRAM_FIELDS",
     "INTERNAL_PREFIX",
     "LATENCY_BUCKETS_MS",
     "LOAD_BUCKET_EDGES",
+    "MOMENT_FIELDS",
+    "SLICE_HISTOGRAM_FIELDS",
     "SNAPSHOT_CHANNEL",
     "Arm",
     "ErrorBody",
@@ -77,8 +89,12 @@ __all__ = [
     "TelemetryBatch",
     "TelemetryWindow",
     "TenantSpec",
+    "WindowCounts",
     "WorkerHeartbeat",
     "WorkerSpec",
+    "add_counts",
+    "add_histograms",
+    "add_positions",
     "engine_release",
     "load_bucket",
     "log_ms",

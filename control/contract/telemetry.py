@@ -1,7 +1,11 @@
 """Telemetry batches the gateway flushes to control (POST /internal/v1/telemetry).
 
 A window holds plain counts and fixed-bucket histograms, so windows from any
-gateway replica and any time slice add exactly (see `control.stats.windows`).
+gateway replica and any time slice add exactly. `WindowCounts` is the one
+definition of that counter set and `add_counts` its addition: the gateway's
+accumulator, control's totals, the stored row's columns and the ingestion's
+bounds are all derived from them, so a new counter is one field here (plus the
+column and its migration when it is a plain count).
 Besides the arm-wide histograms, a window keeps its latency histograms per
 *load bucket*: the number of other requests the chosen worker was already
 serving (from this gateway) when the request was dispatched. Speculation can
@@ -11,7 +15,9 @@ arms only within the same load bucket.
 
 import math
 from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -110,13 +116,15 @@ class RequestAcceptance(BaseModel):
     judged_sq: int = Field(default=0, ge=0, description="Sum of t_r^2.")
 
 
-class TelemetryWindow(BaseModel):
-    segment_id: int | None = Field(description="None: no segment matched.")
-    arm: Arm
-    pair_version_id: int | None = None
-    rollout_id: int | None = None
-    window_start: datetime
-    window_seconds: int = Field(gt=0)
+class WindowCounts(BaseModel):
+    """Every counter of a telemetry window: what one arm's requests added up to.
+
+    Each field is a count, a fixed-bucket histogram or a set of moments, so that two
+    windows add field by field (`add_counts`), whichever gateway or time slice they
+    come from. (Means, rates and quantiles do not add; that is why the statistics
+    always start from these sums, never from per-window ratios.)
+    """
+
     requests: int = Field(default=0, ge=0)
     errors: int = Field(default=0, ge=0)
     cancellations: int = Field(default=0, ge=0)
@@ -140,6 +148,116 @@ class TelemetryWindow(BaseModel):
     )
     load: LoadTotals = Field(default_factory=LoadTotals)
     request_acceptance: RequestAcceptance = Field(default_factory=RequestAcceptance)
+
+
+class TelemetryWindow(WindowCounts):
+    """One (segment, arm, pair version, rollout) window of one gateway."""
+
+    segment_id: int | None = Field(description="None: no segment matched.")
+    arm: Arm
+    pair_version_id: int | None = None
+    rollout_id: int | None = None
+    window_start: datetime
+    window_seconds: int = Field(gt=0)
+
+
+def _fields(model: type[BaseModel], annotation: Any) -> tuple[str, ...]:
+    return tuple(n for n, f in model.model_fields.items() if f.annotation == annotation)
+
+
+# The counter set by kind, read off the models above (never listed by hand).
+COUNTER_FIELDS: tuple[str, ...] = _fields(WindowCounts, int)  # plain counts
+HISTOGRAM_FIELDS: tuple[str, ...] = _fields(WindowCounts, LatencyHistogram)  # arm-wide
+SLICE_HISTOGRAM_FIELDS: tuple[str, ...] = _fields(LoadSlice, LatencyHistogram)  # per load bucket
+MOMENT_FIELDS: tuple[str, ...] = _fields(WindowCounts, LoadTotals) + _fields(
+    WindowCounts, RequestAcceptance
+)
+
+
+def add_positions(rows: Iterable[Sequence[int]]) -> list[int]:
+    """Position-wise sum, padding shorter rows with zeros: `accepted_per_position` may
+    differ in length across windows (pair versions with another speculative length, or
+    no deep position reached), and a missing position counts as zero."""
+    total: list[int] = []
+    for row in rows:
+        if len(row) > len(total):
+            total.extend([0] * (len(row) - len(total)))
+        for i, c in enumerate(row):
+            total[i] += c
+    return total
+
+
+def add_histograms(histograms: Iterable[LatencyHistogram]) -> LatencyHistogram:
+    """Bucket-wise sum; exact because all histograms share `LATENCY_BUCKETS_MS`. The log
+    moments add when every part has them (None otherwise: not recorded)."""
+    parts = list(histograms)
+    logs = [h.sum_log for h in parts]
+    squares = [h.sum_sq_log for h in parts]
+    return LatencyHistogram.model_construct(
+        counts=add_positions(h.counts for h in parts) or _empty_counts(),
+        sum_ms=sum((h.sum_ms for h in parts), 0.0),
+        sum_log=_sum_recorded(logs) if parts else None,
+        sum_sq_log=_sum_recorded(squares) if parts else None,
+    )
+
+
+def _sum_recorded(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+Moments = TypeVar("Moments", LoadTotals, RequestAcceptance)
+
+
+def _add_moments(kind: type[Moments]) -> Callable[[list[Moments]], Moments]:
+    def add(parts: list[Moments]) -> Moments:
+        return kind.model_construct(
+            **{n: sum(getattr(p, n) for p in parts) for n in kind.model_fields}
+        )
+
+    return add
+
+
+def add_load_slices(windows: Iterable[Sequence[LoadSlice]]) -> list[LoadSlice]:
+    """The windows' slices of the same load bucket add; the result is ordered by bucket."""
+    by_bucket: dict[int, list[LoadSlice]] = {}
+    for slices in windows:
+        for s in slices:
+            by_bucket.setdefault(s.load_bucket, []).append(s)
+    added: list[LoadSlice] = []
+    for bucket, parts in sorted(by_bucket.items()):
+        values: dict[str, Any] = {
+            name: add_histograms(getattr(s, name) for s in parts) for name in SLICE_HISTOGRAM_FIELDS
+        }
+        values |= {"load_bucket": bucket, "requests": sum(s.requests for s in parts)}
+        added.append(LoadSlice.model_construct(**values))
+    return added
+
+
+def _adder(name: str, annotation: Any) -> Callable[[list[Any]], Any]:
+    if annotation is int:
+        return sum
+    if annotation == list[int]:
+        return add_positions
+    if annotation is LatencyHistogram:
+        return add_histograms
+    if annotation == list[LoadSlice]:
+        return add_load_slices
+    if annotation is LoadTotals or annotation is RequestAcceptance:
+        return _add_moments(annotation)
+    # NOTE: failing at import makes a counter without an addition impossible to ship.
+    raise TypeError(f"WindowCounts.{name}: no addition defined for {annotation}")
+
+
+_ADDERS: dict[str, Callable[[list[Any]], Any]] = {
+    name: _adder(name, field.annotation) for name, field in WindowCounts.model_fields.items()
+}
+
+
+def add_counts(windows: Iterable[WindowCounts]) -> dict[str, Any]:
+    """Every counter of `windows` added: the fields of a `WindowCounts` (or of any model
+    built on it) holding their sum."""
+    items = list(windows)
+    return {name: add([getattr(w, name) for w in items]) for name, add in _ADDERS.items()}
 
 
 class TelemetryBatch(BaseModel):

@@ -6,25 +6,19 @@ value past those bounds is the caller's mistake: a 422 naming the field, never
 a database error rendered as 500.
 """
 
-from control.contract import TelemetryBatch, WorkerHeartbeat
+from control.contract import COUNTER_FIELDS, TelemetryBatch, WorkerHeartbeat
 from control.errors import InvalidRequest
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
+# The window's key and every plain counter: each is an INTEGER column.
 _WINDOW_INT_FIELDS = (
     "segment_id",
     "pair_version_id",
     "rollout_id",
     "window_seconds",
-    "requests",
-    "errors",
-    "cancellations",
-    "prompt_tokens",
-    "completion_tokens",
-    "drafts",
-    "drafted_tokens",
-    "accepted_tokens",
+    *COUNTER_FIELDS,
 )
 
 

@@ -59,7 +59,7 @@ from control.stats.sprt import (
     sprt_test,
     wald_expected_trials,
 )
-from control.stats.windows import WindowCounters, WindowTotals, add_histograms, combine_windows
+from control.stats.windows import WindowTotals, add_histograms, combine_windows
 
 __all__ = [
     "AcceptanceCounts",
@@ -79,7 +79,6 @@ __all__ = [
     "SprtDecision",
     "SprtResult",
     "StatsError",
-    "WindowCounters",
     "WindowTotals",
     "add_histograms",
     "advise_depth",

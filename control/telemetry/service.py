@@ -7,11 +7,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.contract import (
+    COUNTER_FIELDS,
+    HISTOGRAM_FIELDS,
+    MOMENT_FIELDS,
     Arm,
-    LatencyHistogram,
-    LoadSlice,
-    LoadTotals,
-    RequestAcceptance,
     TelemetryAck,
     TelemetryBatch,
     TelemetryWindow,
@@ -34,7 +33,11 @@ def as_utc(moment: datetime) -> datetime:
 
 
 def row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -> dict[str, Any]:
-    """The stored row's columns for one window (the rollout only when it exists here)."""
+    """The stored row's columns for one window (the rollout only when it exists here).
+
+    The counters are stored as the contract defines them: each plain count in its own
+    column, the histograms and the load slices in `histograms`, the moments in `moments`.
+    """
     rollout_id = window.rollout_id if window.rollout_id in known_rollouts else None
     return {
         "source": source,
@@ -47,26 +50,13 @@ def row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -
         ),
         "rollout_id": rollout_id,
         "rollout_key": window.rollout_id if window.rollout_id is not None else NONE_ID,
-        "requests": window.requests,
-        "errors": window.errors,
-        "cancellations": window.cancellations,
-        "prompt_tokens": window.prompt_tokens,
-        "completion_tokens": window.completion_tokens,
-        "drafts": window.drafts,
-        "drafted_tokens": window.drafted_tokens,
-        "accepted_tokens": window.accepted_tokens,
+        **{name: getattr(window, name) for name in COUNTER_FIELDS},
         "accepted_per_position": list(window.accepted_per_position),
         "histograms": {
-            "ttft": window.ttft.model_dump(),
-            "tpot": window.tpot.model_dump(),
-            "e2e": window.e2e.model_dump(),
-            "e2e_per_token": window.e2e_per_token.model_dump(),
+            **{name: getattr(window, name).model_dump() for name in HISTOGRAM_FIELDS},
             "by_load": [s.model_dump() for s in window.by_load],
         },
-        "moments": {
-            "load": window.load.model_dump(),
-            "request_acceptance": window.request_acceptance.model_dump(),
-        },
+        "moments": {name: getattr(window, name).model_dump() for name in MOMENT_FIELDS},
     }
 
 
@@ -107,22 +97,12 @@ def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:
         rollout_id=row.rollout_id,
         window_start=row.window_start,
         window_seconds=row.window_seconds,
-        requests=row.requests,
-        errors=row.errors,
-        cancellations=row.cancellations,
-        prompt_tokens=row.prompt_tokens,
-        completion_tokens=row.completion_tokens,
-        drafts=row.drafts,
-        drafted_tokens=row.drafted_tokens,
-        accepted_tokens=row.accepted_tokens,
+        **{name: getattr(row, name) for name in COUNTER_FIELDS},
         accepted_per_position=list(row.accepted_per_position or []),
-        ttft=LatencyHistogram.model_validate(histograms.get("ttft", {})),
-        tpot=LatencyHistogram.model_validate(histograms.get("tpot", {})),
-        e2e=LatencyHistogram.model_validate(histograms.get("e2e", {})),
-        e2e_per_token=LatencyHistogram.model_validate(histograms.get("e2e_per_token", {})),
-        by_load=[LoadSlice.model_validate(s) for s in histograms.get("by_load", [])],
-        load=LoadTotals.model_validate(moments.get("load", {})),
-        request_acceptance=RequestAcceptance.model_validate(moments.get("request_acceptance", {})),
+        **{name: histograms.get(name, {}) for name in HISTOGRAM_FIELDS},
+        by_load=histograms.get("by_load", []),
+        # NOTE: a histogram or moment added after a row was stored reads as empty (zeros).
+        **{name: moments.get(name, {}) for name in MOMENT_FIELDS},
     )
 
 

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from control.contract import (
+    COUNTER_FIELDS,
+    HISTOGRAM_FIELDS,
     LATENCY_BUCKETS_MS,
+    SLICE_HISTOGRAM_FIELDS,
     Arm,
     LatencyHistogram,
     LoadSlice,
@@ -64,61 +67,62 @@ class _Histogram:
         )
 
 
+def _histograms(names: tuple[str, ...]) -> dict[str, _Histogram]:
+    return {name: _Histogram() for name in names}
+
+
 @dataclass(slots=True)
 class _LoadSlice:
     requests: int = 0
-    ttft: _Histogram = field(default_factory=_Histogram)
-    tpot: _Histogram = field(default_factory=_Histogram)
-    e2e_per_token: _Histogram = field(default_factory=_Histogram)
+    histograms: dict[str, _Histogram] = field(
+        default_factory=lambda: _histograms(SLICE_HISTOGRAM_FIELDS)
+    )
 
-    def add(self, rec: RequestRecord) -> None:
+    def add(self, latencies: dict[str, float | None]) -> None:
         self.requests += 1
-        self.ttft.add(rec.ttft_ms)
-        self.tpot.add(rec.tpot_ms)
-        self.e2e_per_token.add(rec.e2e_per_token_ms)
+        for name, histogram in self.histograms.items():
+            histogram.add(latencies[name])
+
+    def to_contract(self, bucket: int) -> LoadSlice:
+        return LoadSlice(
+            load_bucket=bucket,
+            requests=self.requests,
+            **{name: h.to_contract() for name, h in self.histograms.items()},
+        )
 
 
 @dataclass(slots=True)
 class _Accumulator:
-    requests: int = 0
-    errors: int = 0
-    cancellations: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    drafts: int = 0
-    drafted_tokens: int = 0
-    accepted_tokens: int = 0
+    """One window's counters, in the contract's own names (`control.contract.WindowCounts`);
+    each request adds its `RequestRecord.counts()` and `latencies()`."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTER_FIELDS, 0))
     accepted_per_position: list[int] = field(default_factory=list)
-    ttft: _Histogram = field(default_factory=_Histogram)
-    tpot: _Histogram = field(default_factory=_Histogram)
-    e2e: _Histogram = field(default_factory=_Histogram)
-    e2e_per_token: _Histogram = field(default_factory=_Histogram)
+    histograms: dict[str, _Histogram] = field(default_factory=lambda: _histograms(HISTOGRAM_FIELDS))
     by_load: dict[int, _LoadSlice] = field(default_factory=dict)
     load: LoadTotals = field(default_factory=LoadTotals)
     acceptance: RequestAcceptance = field(default_factory=RequestAcceptance)
 
+    @property
+    def requests(self) -> int:
+        return self.counts["requests"]
+
     def add(self, rec: RequestRecord) -> None:
-        self.requests += 1
-        if rec.outcome == "error":
-            self.errors += 1
-        elif rec.outcome == "cancelled":
-            self.cancellations += 1
-        self.prompt_tokens += rec.prompt_tokens
-        self.completion_tokens += rec.completion_tokens
-        self.drafts += rec.drafts
-        self.drafted_tokens += rec.drafted_tokens
-        self.accepted_tokens += rec.accepted_tokens
+        # NOTE: keyed by the contract's names: a counter the record does not fill is a
+        # KeyError here, never a silent zero.
+        counts, added = self.counts, rec.counts()
+        for name in counts:
+            counts[name] += added[name]
         per_pos = self.accepted_per_position
         if len(rec.accepted_per_position) > len(per_pos):
             per_pos.extend([0] * (len(rec.accepted_per_position) - len(per_pos)))
         for i, n in enumerate(rec.accepted_per_position):
             per_pos[i] += n
-        self.ttft.add(rec.ttft_ms)
-        self.tpot.add(rec.tpot_ms)
-        self.e2e.add(rec.e2e_ms)
-        self.e2e_per_token.add(rec.e2e_per_token_ms)
+        latencies = rec.latencies()
+        for name, histogram in self.histograms.items():
+            histogram.add(latencies[name])
         if rec.gateway_load is not None:
-            self._add_load(rec, rec.gateway_load)
+            self._add_load(rec, rec.gateway_load, latencies)
         judged = rec.judged_positions
         if judged is not None:
             acc, a = self.acceptance, rec.accepted_tokens
@@ -129,7 +133,26 @@ class _Accumulator:
             acc.accepted_judged += a * judged
             acc.judged_sq += judged * judged
 
-    def _add_load(self, rec: RequestRecord, gateway_load: int) -> None:
+    def to_contract(self, key: WindowKey, started: datetime, seconds: int) -> TelemetryWindow:
+        seg, arm, pv, ro = key
+        return TelemetryWindow(
+            segment_id=seg,
+            arm=arm,
+            pair_version_id=pv,
+            rollout_id=ro,
+            window_start=started,
+            window_seconds=seconds,
+            **self.counts,
+            accepted_per_position=list(self.accepted_per_position),
+            **{name: h.to_contract() for name, h in self.histograms.items()},
+            by_load=[sl.to_contract(bucket) for bucket, sl in sorted(self.by_load.items())],
+            load=self.load.model_copy(),
+            request_acceptance=self.acceptance.model_copy(),
+        )
+
+    def _add_load(
+        self, rec: RequestRecord, gateway_load: int, latencies: dict[str, float | None]
+    ) -> None:
         load = self.load
         load.dispatched += 1
         load.gateway_load_sum += gateway_load
@@ -139,7 +162,7 @@ class _Accumulator:
         slice_ = self.by_load.get(bucket)
         if slice_ is None:
             slice_ = self.by_load[bucket] = _LoadSlice()
-        slice_.add(rec)
+        slice_.add(latencies)
 
 
 @dataclass(slots=True)
@@ -274,38 +297,4 @@ class TelemetryAggregator:
             return (-1 if seg is None else seg, arm.value, pv or -1, ro or -1)
 
         for key in sorted(window, key=order):
-            seg, arm, pv, ro = key
-            acc = window[key]
-            yield TelemetryWindow(
-                segment_id=seg,
-                arm=arm,
-                pair_version_id=pv,
-                rollout_id=ro,
-                window_start=started,
-                window_seconds=self.window_seconds,
-                requests=acc.requests,
-                errors=acc.errors,
-                cancellations=acc.cancellations,
-                prompt_tokens=acc.prompt_tokens,
-                completion_tokens=acc.completion_tokens,
-                drafts=acc.drafts,
-                drafted_tokens=acc.drafted_tokens,
-                accepted_tokens=acc.accepted_tokens,
-                accepted_per_position=list(acc.accepted_per_position),
-                ttft=acc.ttft.to_contract(),
-                tpot=acc.tpot.to_contract(),
-                e2e=acc.e2e.to_contract(),
-                e2e_per_token=acc.e2e_per_token.to_contract(),
-                by_load=[
-                    LoadSlice(
-                        load_bucket=bucket,
-                        requests=sl.requests,
-                        ttft=sl.ttft.to_contract(),
-                        tpot=sl.tpot.to_contract(),
-                        e2e_per_token=sl.e2e_per_token.to_contract(),
-                    )
-                    for bucket, sl in sorted(acc.by_load.items())
-                ],
-                load=acc.load.model_copy(),
-                request_acceptance=acc.acceptance.model_copy(),
-            )
+            yield window[key].to_contract(key, started, self.window_seconds)

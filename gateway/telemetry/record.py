@@ -95,6 +95,30 @@ class RequestRecord:
             return None
         return self.drafts + self.accepted_tokens - self.accepted_per_position[-1]
 
+    def counts(self) -> dict[str, int]:
+        """What this request adds to each plain counter of its window: one entry per
+        `control.contract.COUNTER_FIELDS` name."""
+        return {
+            "requests": 1,
+            "errors": 1 if self.outcome == "error" else 0,
+            "cancellations": 1 if self.outcome == "cancelled" else 0,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "drafts": self.drafts,
+            "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
+        }
+
+    def latencies(self) -> dict[str, float | None]:
+        """This request's sample for each latency histogram of its window (None: no sample),
+        one entry per `control.contract.HISTOGRAM_FIELDS` name."""
+        return {
+            "ttft": self.ttft_ms,
+            "tpot": self.tpot_ms,
+            "e2e": self.e2e_ms,
+            "e2e_per_token": self.e2e_per_token_ms,
+        }
+
     @property
     def rejected_draft_tokens(self) -> int:
         """Drafted tokens the target did not accept: the draft work a quota weighs separately."""

@@ -169,7 +169,7 @@ def test_window_reads_filter_and_sum_bucket_wise(session: Session) -> None:
     spec = window_totals(session, start=T0, end=end, rollout_id=rid, arm=Arm.SPEC)
     assert spec.windows == 3
     assert (spec.requests, spec.errors, spec.accepted_tokens) == (45, 3, 60)
-    assert spec.accepted_per_position == (33, 17, 5, 1)
+    assert spec.accepted_per_position == [33, 17, 5, 1]
     assert spec.ttft.counts[3] == 45 and spec.ttft.counts[60] == 3
     assert spec.ttft.total == 48
 

@@ -62,7 +62,7 @@ def test_combine_windows_sums_counters_and_pads_positions() -> None:
     assert totals.windows == 2
     assert (totals.requests, totals.errors, totals.cancellations) == (15, 1, 2)
     assert (totals.drafts, totals.drafted_tokens, totals.accepted_tokens) == (50, 140, 69)
-    assert totals.accepted_per_position == (36, 23, 10)
+    assert totals.accepted_per_position == [36, 23, 10]
     assert totals.tpot.counts[20] == 4 and totals.tpot.total == 4
     # Running totals extend window by window and keep the window count.
     extended = combine_windows([totals, _window(2, requests=1)])

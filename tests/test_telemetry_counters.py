@@ -1,0 +1,173 @@
+"""The telemetry counter set is defined once, in `control.contract.WindowCounts`, with
+its addition (`add_counts`). Everything else is derived from it; these tests fail when
+a counter is added to the contract but not followed by one of the places that carry it:
+the gateway's accumulator, control's totals, the stored row, the ingestion bounds."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from control.contract import (
+    COUNTER_FIELDS,
+    HISTOGRAM_FIELDS,
+    LATENCY_BUCKETS_MS,
+    MOMENT_FIELDS,
+    SLICE_HISTOGRAM_FIELDS,
+    Arm,
+    LatencyHistogram,
+    LoadSlice,
+    LoadTotals,
+    RequestAcceptance,
+    TelemetryBatch,
+    TelemetryWindow,
+    WindowCounts,
+    add_counts,
+)
+from control.errors import InvalidRequest
+from control.internal.limits import check_batch
+from control.models import TelemetryWindowRow
+from control.stats.windows import combine_windows
+from control.telemetry.service import row_values, window_from_row
+from gateway.telemetry.aggregator import TelemetryAggregator
+from gateway.telemetry.record import RequestRecord
+
+START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+N_BUCKETS = len(LATENCY_BUCKETS_MS) + 1
+
+
+def _histogram(seed: int) -> LatencyHistogram:
+    counts = [0] * N_BUCKETS
+    counts[seed % N_BUCKETS] = seed
+    return LatencyHistogram(
+        counts=counts, sum_ms=10.0 * seed, sum_log=1.5 * seed, sum_sq_log=2.5 * seed
+    )
+
+
+def _moments(kind: type[LoadTotals] | type[RequestAcceptance], seed: int) -> dict[str, int]:
+    return {name: seed + i for i, name in enumerate(kind.model_fields)}
+
+
+def _full_window() -> TelemetryWindow:
+    """A window with every counter set, each to its own value."""
+    return TelemetryWindow(
+        segment_id=3,
+        arm=Arm.SPEC,
+        pair_version_id=4,
+        rollout_id=5,
+        window_start=START,
+        window_seconds=10,
+        **{name: 11 + i for i, name in enumerate(COUNTER_FIELDS)},
+        accepted_per_position=[9, 6, 2],
+        **{name: _histogram(20 + i) for i, name in enumerate(HISTOGRAM_FIELDS)},
+        by_load=[
+            LoadSlice(
+                load_bucket=2,
+                requests=7,
+                **{name: _histogram(30 + i) for i, name in enumerate(SLICE_HISTOGRAM_FIELDS)},
+            )
+        ],
+        load=LoadTotals(**_moments(LoadTotals, 40)),
+        request_acceptance=RequestAcceptance(**_moments(RequestAcceptance, 50)),
+    )
+
+
+def test_every_field_of_the_counter_set_has_a_kind_and_an_addition() -> None:
+    kinds = (*COUNTER_FIELDS, *HISTOGRAM_FIELDS, *MOMENT_FIELDS, "accepted_per_position", "by_load")
+    assert sorted(kinds) == sorted(WindowCounts.model_fields)
+    window = _full_window()
+    total = add_counts([window, window])
+    assert set(total) == set(WindowCounts.model_fields)
+    for name in COUNTER_FIELDS:
+        assert total[name] == 2 * getattr(window, name), name
+    for name in HISTOGRAM_FIELDS:
+        one, two = getattr(window, name), total[name]
+        assert two.counts == [2 * c for c in one.counts], name
+        assert (two.sum_ms, two.sum_log, two.sum_sq_log) == (
+            2 * one.sum_ms,
+            2 * one.sum_log,
+            2 * one.sum_sq_log,
+        ), name
+    for name in MOMENT_FIELDS:
+        assert total[name].model_dump() == {
+            k: 2 * v for k, v in getattr(window, name).model_dump().items()
+        }, name
+    assert total["accepted_per_position"] == [18, 12, 4]
+    [added] = total["by_load"]
+    assert (added.load_bucket, added.requests) == (2, 14)
+    for name in SLICE_HISTOGRAM_FIELDS:
+        assert getattr(added, name).total == 2 * getattr(window.by_load[0], name).total
+
+
+def test_controls_totals_carry_every_counter() -> None:
+    window = _full_window()
+    totals = combine_windows([window])
+    assert totals.windows == 1
+    for name in WindowCounts.model_fields:
+        assert getattr(totals, name) == getattr(window, name), name
+
+
+def test_the_stored_row_keeps_every_counter() -> None:
+    columns = set(TelemetryWindowRow.__table__.columns.keys())
+    assert set(COUNTER_FIELDS) | {"accepted_per_position"} <= columns
+    window = _full_window()
+    row = TelemetryWindowRow(**row_values("gw-1", window, known_rollouts={5}))
+    assert window_from_row(row) == window
+
+
+def test_the_ingestion_bounds_every_counter() -> None:
+    for name in COUNTER_FIELDS:
+        window = _full_window().model_copy(update={name: 2**31})
+        batch = TelemetryBatch(gateway_id="gw-1", window_start=START, windows=[window])
+        with pytest.raises(InvalidRequest) as refused:
+            check_batch(batch)
+        assert refused.value.details == {"param": f"windows.0.{name}"}
+
+
+def _record(request_id: str, outcome: str) -> RequestRecord:
+    return RequestRecord(
+        request_id=request_id,
+        tenant="acme",
+        segment_id=3,
+        segment_name="code",
+        arm=Arm.SPEC,
+        pair_version_id=4,
+        rollout_id=5,
+        reason="cohort",
+        outcome=outcome,  # type: ignore[arg-type]
+        http_status=200,
+        prompt_tokens=12,
+        completion_tokens=8,
+        drafts=4,
+        drafted_tokens=12,
+        accepted_tokens=5,
+        accepted_per_position=(3, 2, 0),
+        ttft_ms=20.0,
+        tpot_ms=4.0,
+        e2e_ms=48.0,
+        finished_at=START.timestamp() + 1,
+        worker_id="w0",
+        gateway_load=1,
+        engine_running=2,
+        engine_waiting=1,
+    )
+
+
+def test_the_gateway_fills_every_counter() -> None:
+    record = _record("r1", "error")
+    assert set(record.counts()) == set(COUNTER_FIELDS)
+    assert set(record.latencies()) == set(HISTOGRAM_FIELDS)
+    assert set(SLICE_HISTOGRAM_FIELDS) <= set(HISTOGRAM_FIELDS)
+    aggregator = TelemetryAggregator("gw-1", 10, 4)
+    aggregator.record(record)
+    aggregator.record(_record("r2", "cancelled"))
+    [batch] = aggregator.drain_all()
+    [window] = batch.windows
+    for name in COUNTER_FIELDS:
+        assert getattr(window, name) > 0, name
+    for name in HISTOGRAM_FIELDS:
+        assert getattr(window, name).total == 2, name
+    [load_slice] = window.by_load
+    for name in SLICE_HISTOGRAM_FIELDS:
+        assert getattr(load_slice, name).total == 2, name
+    for name in MOMENT_FIELDS:
+        assert all(v > 0 for v in getattr(window, name).model_dump().values()), name
