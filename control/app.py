@@ -29,6 +29,7 @@ def admin_router() -> APIRouter:
     from control.evaluations.endpoints import router as evaluations
     from control.pairs.endpoints import router as pairs
     from control.pools.endpoints import router as pools
+    from control.requests.endpoints import adapters_router
     from control.requests.endpoints import router as requests
     from control.rollouts.endpoints import router as rollouts
     from control.segments.endpoints import router as segments
@@ -48,6 +49,7 @@ def admin_router() -> APIRouter:
         decisions,
         telemetry,
         requests,
+        adapters_router,
         audit,
         automation,
     ):

@@ -8,18 +8,24 @@ aggregate queries), so the numbers can never drift from the rows.
 """
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from sqlalchemy.orm import Session
 
 from control import observability_queries as q
+from control.clock import now
 from control.contract import RolloutState
 from control.db import Database
+from control.requests.acceptance import acceptance_by_adapter
 from control.snapshot.version import current_snapshot_version
 
 PREFIX = "specroute_control_"
+# Acceptance per adapter is exported over this trailing window of request records.
+ADAPTER_WINDOW = timedelta(hours=1)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -111,12 +117,47 @@ class ControlCollector(Collector):
             yield queue
             yield kv
 
+            yield from _adapter_acceptance(s)
+
             version = GaugeMetricFamily(
                 PREFIX + "snapshot_version",
                 "Current policy snapshot version in the database. Unit: version number.",
             )
             version.add_metric([], float(current_snapshot_version(s)))
             yield version
+
+
+def _adapter_acceptance(s: Session) -> Iterator[Metric]:
+    """Acceptance per LoRA adapter (adapter="" is the base model) and pair, over the
+    last hour of request records."""
+    window = "over the request records received in the last hour"
+    rate = GaugeMetricFamily(
+        PREFIX + "adapter_acceptance_rate",
+        f"Accepted / drafted tokens of the requests naming each adapter, {window}. "
+        "Unit: ratio 0..1.",
+        labels=["adapter", "pair"],
+    )
+    length = GaugeMetricFamily(
+        PREFIX + "adapter_mean_acceptance_length",
+        f"1 + accepted tokens per draft of the requests naming each adapter, {window}. "
+        "Unit: tokens per target step.",
+        labels=["adapter", "pair"],
+    )
+    drafts = GaugeMetricFamily(
+        PREFIX + "adapter_drafts",
+        f"Drafts (speculation steps) behind those two, {window}. Unit: drafts.",
+        labels=["adapter", "pair"],
+    )
+    for e in acceptance_by_adapter(s, since=now() - ADAPTER_WINDOW):
+        if e.acceptance_rate is None or e.mean_acceptance_length is None:
+            continue
+        labels = [e.adapter or "", e.pair or ""]
+        rate.add_metric(labels, e.acceptance_rate)
+        length.add_metric(labels, e.mean_acceptance_length)
+        drafts.add_metric(labels, float(e.drafts))
+    yield rate
+    yield length
+    yield drafts
 
 
 router = APIRouter()

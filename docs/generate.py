@@ -242,6 +242,27 @@ CATALOG: dict[str, Entry] = {
         "instant (last heartbeat)",
         "max by (pool) (specroute_control_worker_kv_cache_usage)",
     ),
+    "specroute_control_adapter_acceptance_rate": Entry(
+        "accepted tokens of the spec-arm requests naming the adapter (records, last hour)",
+        "drafted tokens of the same requests",
+        "ratio 0..1",
+        "trailing 1 h of request records (read from SQL per scrape)",
+        'min by (adapter) (specroute_control_adapter_acceptance_rate{adapter!=""})',
+    ),
+    "specroute_control_adapter_mean_acceptance_length": Entry(
+        "accepted tokens of the spec-arm requests naming the adapter (records, last hour)",
+        "drafts of the same requests (plus 1: the target's own token)",
+        "tokens per target step",
+        "trailing 1 h of request records (read from SQL per scrape)",
+        "specroute_control_adapter_mean_acceptance_length",
+    ),
+    "specroute_control_adapter_drafts": Entry(
+        "drafts (speculation steps) of the requests naming the adapter (records, last hour)",
+        "—",
+        "drafts",
+        "trailing 1 h of request records (read from SQL per scrape)",
+        "sum by (adapter) (specroute_control_adapter_drafts)",
+    ),
     "specroute_control_snapshot_version": Entry(
         "current snapshot version in the database",
         "—",
@@ -255,6 +276,10 @@ CATALOG: dict[str, Entry] = {
 # What each metric leaves out: read a ratio or a percentile knowing which requests
 # never reach it. Every catalog entry has one (the docs test checks).
 BEFORE_ROUTING = "requests refused before routing (bad key, body or model; override not allowed)"
+ADAPTER_EXCLUSIONS = (
+    "requests no record was kept for (the tenant's request_sample_rate, records past the "
+    "gateway's per-window cap); the baseline arm; adapters and pairs with no draft in the hour"
+)
 EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_requests": BEFORE_ROUTING,
     "specroute_gateway_tokens": (
@@ -309,6 +334,9 @@ EXCLUSIONS: dict[str, str] = {
         "unhealthy workers; requests queued at the gateway rather than in the engine"
     ),
     "specroute_control_worker_kv_cache_usage": "—",
+    "specroute_control_adapter_acceptance_rate": ADAPTER_EXCLUSIONS,
+    "specroute_control_adapter_mean_acceptance_length": ADAPTER_EXCLUSIONS,
+    "specroute_control_adapter_drafts": ADAPTER_EXCLUSIONS,
     "specroute_control_snapshot_version": "—",
 }
 

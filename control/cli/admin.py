@@ -729,3 +729,56 @@ def requests_list(
             _ms(r["e2e_ms"]),
         )
     console.print(table)
+
+
+@app.command("adapters")
+def adapters(
+    adapter: str | None = typer.Option(None, help="Only this LoRA adapter."),
+    tenant: str | None = typer.Option(None, help="Tenant name."),
+    segment: int | None = typer.Option(None, help="Segment id."),
+    since: str | None = typer.Option(
+        None, help="Received at or after (ISO 8601, UTC); default: one hour ago."
+    ),
+    until: str | None = typer.Option(None, help="Received before (ISO 8601, UTC)."),
+    output: Output = OutputOption,
+) -> None:
+    """Measured acceptance per LoRA adapter and pair version (the base model as '-'),
+    from the request records."""
+    params = {
+        key: value
+        for key, value in (
+            ("adapter", adapter),
+            ("tenant", tenant),
+            ("segment_id", segment),
+            ("since", since),
+            ("until", until),
+        )
+        if value is not None
+    }
+    body = api().request("GET", "/adapters/acceptance", params=params)
+    if output is Output.json:
+        _emit_json(body)
+        return
+    table = _table(
+        "adapter",
+        "pair",
+        "requests",
+        "on spec",
+        "drafts",
+        "acceptance",
+        "mean length",
+        "per position",
+        title=f"since {body['since'][:19]}",
+    )
+    for e in body["items"]:
+        table.add_row(
+            e["adapter"] or "-",
+            e["pair"] or "-",
+            str(e["requests"]),
+            str(e["spec_requests"]),
+            str(e["drafts"]),
+            _num(e["acceptance_rate"]),
+            _num(e["mean_acceptance_length"]),
+            " / ".join(f"{v:.2f}" for v in e["per_position_rate"]) or "-",
+        )
+    console.print(table)

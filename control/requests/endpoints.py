@@ -4,7 +4,7 @@ Records hold ids, the decision and its reason, sampling settings, token counts,
 acceptance and latency; never prompt or completion text.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from fastapi import APIRouter, Path, Query, Response
 
@@ -13,13 +13,19 @@ from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.ids import MAX_ID
 from control.api.pagination import Cursor, Limit, Page, cursor_id
+from control.clock import now
 from control.contract import Arm
 from control.contract.requests import Outcome
 from control.requests import repository as repo
-from control.requests.schemas import RequestRecord
+from control.requests.acceptance import acceptance_by_adapter
+from control.requests.schemas import AdapterAcceptanceList, AdapterAcceptanceOut, RequestRecord
 from control.requests.service import as_utc, get_request
 
 router = APIRouter(prefix="/requests", tags=["requests"])
+adapters_router = APIRouter(prefix="/adapters", tags=["adapters"])
+
+# The window acceptance per adapter covers when no `since` is given.
+DEFAULT_ACCEPTANCE_WINDOW = timedelta(hours=1)
 
 # The gateway's request-id alphabet (x-request-id it accepts, or hex it makes).
 RequestIdPath = Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
@@ -84,3 +90,31 @@ def read_request(
     row, count = get_request(session, request_id)
     response.headers["X-Records-With-Id"] = str(count)
     return RequestRecord.model_validate(row)
+
+
+@adapters_router.get(
+    "/acceptance", response_model=AdapterAcceptanceList, responses=error_responses()
+)
+def adapter_acceptance(
+    session: SessionDep,
+    _: Reader,
+    adapter: str | None = Query(default=None, max_length=256, description="Only this adapter."),
+    segment_id: int | None = Query(default=None, ge=1, le=MAX_ID),
+    tenant: str | None = Query(default=None, max_length=100, description="Tenant name."),
+    since: datetime | None = Query(
+        default=None, description="Received at or after (UTC); default: one hour ago."
+    ),
+    until: datetime | None = Query(default=None, description="Received before (UTC)."),
+) -> AdapterAcceptanceList:
+    """Measured acceptance per LoRA adapter and pair version (the base model as adapter
+    null), from the request records: what an adapter's traffic actually yields."""
+    start = as_utc(since) if since is not None else now() - DEFAULT_ACCEPTANCE_WINDOW
+    end = as_utc(until) if until is not None else None
+    entries = acceptance_by_adapter(
+        session, since=start, until=end, adapter=adapter, segment_id=segment_id, tenant=tenant
+    )
+    return AdapterAcceptanceList(
+        since=start,
+        until=end,
+        items=[AdapterAcceptanceOut.model_validate(e) for e in entries],
+    )

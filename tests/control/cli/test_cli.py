@@ -312,3 +312,12 @@ def test_admin_cli_tells_one_requests_story_and_lists_them(server: str) -> None:
     assert none.exit_code == 0 and "req-cli-1" not in none.output
     missing = runner.invoke(root, ["admin", "request", "req-nope"])
     assert missing.exit_code == 1 and "request_not_found" in missing.output
+    # Acceptance per adapter over the records: 18 of 30 drafted tokens in 10 drafts.
+    window = ["--since", "2026-12-01T02:00:00Z", "--until", "2026-12-01T04:00:00Z"]
+    per_adapter = runner.invoke(root, ["admin", "adapters", *window])
+    assert per_adapter.exit_code == 0, per_adapter.output
+    row = next(line for line in per_adapter.output.splitlines() if "tiny-sql" in line)
+    for cell in ("tiny-v1", "0.60", "2.80", "0.80 / 0.60 / 0.40"):
+        assert cell in row, (cell, per_adapter.output)
+    as_json = runner.invoke(root, ["admin", "adapters", *window, "--output", "json"])
+    assert json.loads(as_json.output)["items"][0]["mean_acceptance_length"] == 2.8
