@@ -15,9 +15,10 @@ false-alarm budget, with no user exposed either way:
   at least 1 / (1 + `latency_margin`) (not confidently slower than the margin),
   the matched p95 within the margin, and the error rate not confidently beyond
   its margin;
-- a speedup confidently below that floor at the canary's load pauses (the
-  shadow measured no regression the monitors could roll back on, but the canary
-  would meet one: an admin adds spec workers or lowers the first stage);
+- a speedup confidently below that floor at the canary's load pauses, or rolls
+  back with the threshold set's `no_benefit_action` = rollback (the shadow's
+  own load showed no regression, but the canary's would: add spec workers or
+  lower the first stage);
 - no evidence at the canary's load holds with advice (the shadow mirrored a
   smaller share than the first stage sends, so the pool must be seen busier);
 - otherwise hold, and pause after `max_inconclusive_rounds` holds.
@@ -36,6 +37,7 @@ from control.automation.verdicts import (
     failure_action,
     fmt_vs,
     monitor_failures,
+    no_benefit_action,
 )
 from control.contract import RolloutState
 from control.models import ThresholdSet
@@ -115,7 +117,7 @@ def judge_shadow(
     if canary is not None and slow is not None and slow.upper < latency_floor(t):
         upper, bound = fmt_vs(slow.upper, latency_floor(t))
         return Verdict(
-            Action.PAUSE,
+            no_benefit_action(RolloutState.SHADOW, t),
             f"too slow at the canary's first-stage load ({canary.share_next:g} %: about "
             f"{canary.spec_load_next:.1f} requests per spec worker): speedup "
             f"{slow.speedup:.3f}, always-valid upper bound {upper} < {bound} "

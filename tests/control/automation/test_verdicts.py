@@ -355,9 +355,18 @@ def test_the_shadow_starts_the_canary_only_on_evidence_at_the_canarys_load() -> 
     assert held.advice is not None and "shadow_percentage" in held.advice
     assert _shadow(unseen, rounds=2).action is Action.PAUSE
     # Conclusively slower than the margin at the canary's load: pause, never a canary.
-    slow = _shadow(_passing_shadow(_canary_stage(_speedup(0.7, 0.6, 0.78))))
+    too_slow = _passing_shadow(_canary_stage(_speedup(0.7, 0.6, 0.78)))
+    slow = _shadow(too_slow)
     assert (slow.action, slow.code) == (Action.PAUSE, "no_benefit")
     assert "upper bound 0.780 < 0.800" in slow.reason
+    # ... or a rollback, where the threshold set says so for stages that do not pay.
+    rolled = judge_shadow(
+        too_slow,
+        threshold_row(latency_margin=0.25, no_benefit_action="rollback"),
+        seconds_in_state=1e6,
+        inconclusive_rounds=0,
+    )
+    assert (rolled.action, rolled.code) == (Action.ROLLBACK, "no_benefit")
     # Undecided at that load: hold, inconclusive.
     open_ = _shadow(_passing_shadow(_canary_stage(_speedup(0.9, 0.7, 1.1))))
     assert (open_.action, open_.code) == (Action.HOLD, "inconclusive")
