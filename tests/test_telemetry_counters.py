@@ -30,6 +30,7 @@ from control.stats.windows import combine_windows
 from control.telemetry.service import row_values, window_from_row
 from gateway.telemetry.aggregator import TelemetryAggregator
 from gateway.telemetry.record import RequestRecord
+from tests.gateway.records import make_record
 
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 N_BUCKETS = len(LATENCY_BUCKETS_MS) + 1
@@ -124,28 +125,10 @@ def test_the_ingestion_bounds_every_counter() -> None:
 
 
 def _record(request_id: str, outcome: str) -> RequestRecord:
-    return RequestRecord(
+    return make_record(
         request_id=request_id,
-        tenant="acme",
-        segment_id=3,
-        segment_name="code",
-        arm=Arm.SPEC,
-        pair_version_id=4,
-        rollout_id=5,
-        reason="cohort",
-        outcome=outcome,  # type: ignore[arg-type]
-        http_status=200,
-        prompt_tokens=12,
-        completion_tokens=8,
-        drafts=4,
-        drafted_tokens=12,
-        accepted_tokens=5,
-        accepted_per_position=(3, 2, 0),
-        ttft_ms=20.0,
-        tpot_ms=4.0,
-        e2e_ms=48.0,
+        outcome=outcome,
         finished_at=START.timestamp() + 1,
-        worker_id="w0",
         gateway_load=1,
         engine_running=2,
         engine_waiting=1,

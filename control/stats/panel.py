@@ -17,7 +17,7 @@ windows per tick and validation would dominate.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from control.contract.telemetry import LATENCY_BUCKETS_MS, LOAD_BUCKET_EDGES
-from control.stats.acceptance import AcceptanceCounts
+from control.stats.acceptance import AcceptanceCounts, AcceptanceSource
 
 METRICS: tuple[str, ...] = ("e2e_per_token", "ttft", "tpot")
 N_LOAD = len(LOAD_BUCKET_EDGES)
@@ -51,8 +51,9 @@ ACCEPTANCE_FIELDS = (
 LOAD_FIELDS = ("dispatched", "gateway_load_sum", "engine_running_sum", "engine_waiting_sum")
 
 
-class WindowDocument(Protocol):
-    """What the panel reads of a stored telemetry window (TelemetryWindowRow fits)."""
+class WindowDocument(AcceptanceSource, Protocol):
+    """What the panel reads of a stored telemetry window (TelemetryWindowRow fits); the
+    acceptance counters come from `AcceptanceSource`."""
 
     @property
     def window_start(self) -> Any: ...
@@ -62,14 +63,6 @@ class WindowDocument(Protocol):
     def requests(self) -> int: ...
     @property
     def errors(self) -> int: ...
-    @property
-    def drafts(self) -> int: ...
-    @property
-    def drafted_tokens(self) -> int: ...
-    @property
-    def accepted_tokens(self) -> int: ...
-    @property
-    def accepted_per_position(self) -> Sequence[int]: ...
     @property
     def histograms(self) -> Mapping[str, Any]: ...
     @property

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from control.contract import QuotaWeights, TenantSpec
 from gateway.decision.decide import Decision
 from gateway.decision.reasons import RANDOMIZED
+from gateway.proxy.records import request_record
 from gateway.proxy.relay import RelayResult
 from gateway.quota.limiter import Reservation, weighted_cost
 from gateway.routing.balancer import Lease
@@ -36,47 +37,17 @@ class Accounting:
         if self.recorded or self.decision is None:
             return
         self.recorded = True
-        now = time.monotonic()
-        e2e_ms = (now - self.started) * 1000.0
-        ttft_ms = (
-            (result.first_token_at - self.started) * 1000.0
-            if result.first_token_at is not None
-            else None
-        )
-        prompt = result.usage.prompt_tokens if result.usage else 0
-        completion = result.usage.completion_tokens if result.usage else 0
-        tpot_ms = (
-            (e2e_ms - ttft_ms) / (completion - 1)
-            if ttft_ms is not None and completion > 1
-            else None
-        )
         d = self.decision
-        lease = self.lease
-        rec = RequestRecord(
+        rec = request_record(
+            result,
             request_id=self.request_id,
             tenant=self.tenant.name,
-            segment_id=d.segment.id if d.segment else None,
-            segment_name=d.segment.name if d.segment else None,
+            decision=d,
+            lease=self.lease,
+            started=self.started,
             arm=d.arm,
-            pair_version_id=d.pair_version_id,
-            rollout_id=d.rollout.id if d.rollout and d.reason in RANDOMIZED else None,
             reason=str(d.reason),
-            outcome=result.outcome,
-            http_status=result.http_status,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            drafts=result.spec.drafts,
-            drafted_tokens=result.spec.drafted_tokens,
-            accepted_tokens=result.spec.accepted_tokens,
-            accepted_per_position=result.spec.accepted_per_position,
-            ttft_ms=ttft_ms,
-            tpot_ms=tpot_ms,
-            e2e_ms=e2e_ms,
-            finished_at=time.time(),
-            worker_id=lease.worker.id if lease else None,
-            gateway_load=lease.load_at_dispatch if lease else None,
-            engine_running=lease.worker.running if lease else None,
-            engine_waiting=lease.worker.waiting if lease else None,
+            rollout_id=d.rollout.id if d.rollout and d.reason in RANDOMIZED else None,
             facts=self.facts,
             routing=Routing(
                 rollout_id=d.rollout.id if d.rollout else None,
@@ -85,7 +56,6 @@ class Accounting:
                 pool_id=d.pool.id,
                 engine_version=d.pair.engine_version if d.pair else None,
             ),
-            error_code=result.error_code,
         )
         self.state.aggregator.record(rec)
         self.state.metrics.observe_request(rec)

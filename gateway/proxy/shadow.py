@@ -21,11 +21,11 @@ from control.contract import Arm, TenantSpec
 from gateway.decision.decide import Decision
 from gateway.decision.reasons import DecisionReason as R
 from gateway.proxy.engine_http import EngineHTTPError
+from gateway.proxy.records import request_record
 from gateway.proxy.relay import RelayResult
 from gateway.proxy.sanitize import NO_SPEC, spec_stats, usage_of
 from gateway.proxy.upstream import _engine_base
 from gateway.routing.balancer import Lease
-from gateway.telemetry.record import RequestRecord
 
 if TYPE_CHECKING:
     from gateway.state import GatewayState
@@ -146,34 +146,17 @@ class ShadowMirrors:
         tenant: TenantSpec,
         started: float,
     ) -> None:
-        prompt = result.usage.prompt_tokens if result.usage else 0
-        completion = result.usage.completion_tokens if result.usage else 0
         rollout = decision.rollout
-        rec = RequestRecord(
+        rec = request_record(
+            result,
             request_id=mirror_id,
             tenant=tenant.name,
-            segment_id=decision.segment.id if decision.segment else None,
-            segment_name=decision.segment.name if decision.segment else None,
+            decision=decision,
+            lease=lease,
+            started=started,
             arm=Arm.SPEC,
-            pair_version_id=decision.pair_version_id,
-            rollout_id=rollout.id if rollout else None,
             reason=str(R.SHADOW_MIRROR),
-            outcome=result.outcome,
-            http_status=result.http_status,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            drafts=result.spec.drafts,
-            drafted_tokens=result.spec.drafted_tokens,
-            accepted_tokens=result.spec.accepted_tokens,
-            accepted_per_position=result.spec.accepted_per_position,
-            ttft_ms=None,
-            tpot_ms=None,
-            e2e_ms=(time.monotonic() - started) * 1000.0,
-            finished_at=time.time(),
-            worker_id=lease.worker.id,
-            gateway_load=lease.load_at_dispatch,
-            engine_running=lease.worker.running,
-            engine_waiting=lease.worker.waiting,
+            rollout_id=rollout.id if rollout else None,
         )
         # NOTE: telemetry only: no quota charge, and not a served request in the metrics.
         state.aggregator.record(rec)
