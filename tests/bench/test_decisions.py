@@ -18,7 +18,7 @@ from bench.decisions.suite import simulation_app, summarize
 from bench.decisions.traffic import sample_arm
 from bench.decisions.windows import window_of
 from control.automation.celery_app import AutomationCelery
-from control.contract import Arm
+from control.contract import HISTOGRAM_FIELDS, SLICE_HISTOGRAM_FIELDS, Arm
 from gateway.telemetry import RequestRecord, TelemetryAggregator
 
 T0 = 1_700_000_000
@@ -88,10 +88,10 @@ def test_simulated_windows_equal_what_the_gateway_aggregates() -> None:
 
 
 def _histograms(doc: dict[str, object]) -> Iterator[dict[str, float]]:
-    for key in ("ttft", "tpot", "e2e", "e2e_per_token"):
+    for key in HISTOGRAM_FIELDS:
         yield doc[key]  # type: ignore[misc]
     for load_slice in doc["by_load"]:  # type: ignore[attr-defined]
-        for key in ("ttft", "tpot", "e2e_per_token"):
+        for key in SLICE_HISTOGRAM_FIELDS:
             yield load_slice[key]
 
 

@@ -7,6 +7,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+# One example threshold set for the admin API tests and the hostile-input suite.
+from bench.hostile.control_run import THRESHOLDS as THRESHOLDS
+
 
 def write_model_dir(
     path: Path,
@@ -47,19 +50,6 @@ def model_dirs(tmp_path: Path) -> dict[str, str]:
         "draft_bad_head_dim": str(write_model_dir(tmp_path / "draft-h", head_dim=48)),
         "draft_other_tokenizer": str(write_model_dir(tmp_path / "draft-t", tokenizer="tok-b")),
     }
-
-
-THRESHOLDS: dict[str, Any] = {
-    "min_acceptance_rate": 0.3,
-    "min_mean_acceptance_length": 1.5,
-    "min_speedup": 1.1,
-    "max_kv_cache_usage": 0.9,
-    "min_samples": 100,
-    "stage_dwell_seconds": 60,
-    "guard_dwell_seconds": 30,
-    "probation_percentage": 2.0,
-    "cooldown_seconds": 300,
-}
 
 
 def created(response: Any) -> dict[str, Any]:
