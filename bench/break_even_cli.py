@@ -92,8 +92,16 @@ def measure_arm(
         for segment in segments:
             for rate in rates:
                 progress.update(task, description=f"{plan.name}: {segment.name} at {rate:g}/s")
-                cells.append(asyncio.run(run_cell(arm, segment, rate, duration_s, max_tokens)))
+                cell = asyncio.run(run_cell(arm, segment, rate, duration_s, max_tokens))
+                cells.append(cell)
                 progress.advance(task)
+                # A line per cell: progress that shows in a log file too, not only on a tty.
+                s = cell.summary()
+                progress.console.print(
+                    f"{plan.name}: {segment.name} at {rate:g}/s: {s['requests']} requests, "
+                    f"{s['errors']} errors, e2e {_fmt(s['e2e_per_token_ms'])} ms/token, "
+                    f"{_fmt(s['tokens_per_s'])} tok/s"
+                )
     finally:
         server.stop()
     return cells
@@ -221,11 +229,13 @@ def break_even(
             cells += measure_arm(
                 plan, segments, rates, duration, max_tokens, port, Path(logs), progress, task
             )
+            # After every arm, so a run stopped half-way keeps what it measured.
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "cells.json").write_text(json.dumps([x.summary() for x in cells], indent=1))
     load_end = os.getloadavg()
     lines = table(cells, c)
     console.print("\n".join(lines))
     pngs = plot(cells, c, out_dir)
-    (out_dir / "cells.json").write_text(json.dumps([x.summary() for x in cells], indent=1))
     for png in pngs:
         console.print(f"plot: {png}")
     if write_results is not None:
