@@ -146,9 +146,80 @@ def render(pair_dir: Path, extra_notes: str = "") -> str:
             f"| {name} | {est['mean_acceptance_length']:.2f} | {est['per_token']:.3f} |"
             f" {_fmt_positions(est['per_position'])} |"
         )
+    lines += adapter_sections(pair_dir)
     if extra_notes:
         lines += ["", "## Notes", "", extra_notes.strip()]
     return "\n".join(lines) + "\n"
+
+
+def adapter_sections(pair_dir: Path) -> list[str]:
+    """One section per LoRA adapter under adapters/: how it was trained, and its
+    held-out acceptance against the unadapted draft, offline and in vLLM."""
+    lines: list[str] = []
+    for report_path in sorted((pair_dir / "adapters").glob("*/training_report.json")):
+        root = report_path.parent
+        r = json.loads(report_path.read_text())
+        s = r["settings"]
+        lines += [
+            "",
+            f"## Adapter `{s['name']}`",
+            "",
+            f"LoRA (rank {s['rank']}, alpha {s['alpha']}) on every linear layer of the target"
+            f" ({', '.join(r['target_modules'])}): {r['adapter_parameters']:,} parameters,"
+            f" {r['adapter_bytes'] / 1024:.0f} KiB (fp16, PEFT layout in `adapters/{root.name}/`)."
+            f" Trained on the same corpus in the `{s['style']}` style ({s['prose_fraction']:.0%}"
+            f" prose windows) for {r['steps']} steps of {s['batch_size']} x {s['seq_len']}"
+            f" tokens, lr {s['lr']}, base weights frozen; {r['train_seconds'] / 60:.1f} min"
+            f" ({r['total_seconds'] / 60:.1f} min with the evaluations)."
+            f" Command: `specroute engine train-tiny-adapter --name {s['name']}"
+            f" --style {s['style']}` (seed {s['seed']}).",
+            "",
+            "| held-out loss on the styled text (nats/token) | code | prose |",
+            "|---|---|---|",
+        ]
+        for which in ("unadapted", "adapted"):
+            loss = r["held_out_loss"][which]
+            lines.append(f"| {which} target | {loss['code']:.3f} | {loss['prose']:.3f} |")
+        lines += [
+            "",
+            "Offline acceptance of the unadapted draft (`engine/tiny/evaluate.py`, as above),"
+            f" on held-out prompts in the `{s['style']}` style, against the target without and"
+            " with the adapter:",
+            "",
+            "| segment | unadapted target | adapted target | per position (adapted) |",
+            "|---|---|---|---|",
+        ]
+        offline = r["offline_acceptance"]
+        for name, est in offline["adapted"].items():
+            base = offline["unadapted"][name]
+            lines.append(
+                f"| {name} | {base['mean_acceptance_length']:.2f} |"
+                f" **{est['mean_acceptance_length']:.2f}** |"
+                f" {_fmt_positions(est['per_position'])} |"
+            )
+        measured_path = root / "vllm_acceptance.json"
+        if measured_path.is_file():
+            m = json.loads(measured_path.read_text())
+            lines += [
+                "",
+                f"In vLLM (`python -m engine.tiny.measure --adapter {root.name}`): one server"
+                f" with the draft as speculator (k = {m['num_speculative_tokens']}) and"
+                f" `--lora-modules {root.name}=...`; the same styled prompts"
+                f" ({m['prompts_per_kind']['code']} code, {m['prompts_per_kind']['prose']}"
+                f" prose, {m['max_tokens']} tokens each), the request's model naming the"
+                " adapter or the base model:",
+                "",
+                "| model | prompts | temperature | drafts | mean acceptance length"
+                " | per position |",
+                "|---|---|---|---|---|---|",
+            ]
+            for row in m["measurements"]:
+                lines.append(
+                    f"| {row['model']} | {row['kind']} | {row['temperature']} | {row['drafts']} |"
+                    f" **{row['mean_acceptance_length']:.2f}** |"
+                    f" {_fmt_positions(row['per_position'])} |"
+                )
+    return lines
 
 
 def main() -> None:

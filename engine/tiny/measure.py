@@ -25,6 +25,7 @@ from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.server import VllmServer
 from engine.tiny.corpus import Kind, build_corpus
 from engine.tiny.prompts import held_out_prompts
+from engine.tiny.styles import REPORT_FILE, adapter_dir, styled_prompts
 
 MEASURE_FILE = "vllm_acceptance.json"
 
@@ -63,6 +64,7 @@ class Measurement:
     mean_acceptance_length: float
     per_position: list[float]
     seconds: float
+    model: str = "tiny"  # the request's model: the base model or a LoRA adapter
 
 
 def parse_spec_counters(metrics_text: str, k: int) -> SpecCounters:
@@ -148,12 +150,19 @@ async def measure_server(
                         mean_acceptance_length=1 + delta.accepted / delta.drafts,
                         per_position=[a / delta.drafts for a in delta.accepted_per_position],
                         seconds=seconds,
+                        model=model,
                     )
                 )
     return out
 
 
-def pool_spec(pair_dir: Path, k: int, draft_sample_method: str) -> PoolSpec:
+def pool_spec(
+    pair_dir: Path, k: int, draft_sample_method: str, adapter: str | None = None
+) -> PoolSpec:
+    """The measured pool; with `adapter`, it also serves adapters/<adapter> under that name."""
+    engine_args: dict[str, object] = {"max-model-len": 1024}
+    if adapter is not None:
+        engine_args["lora-modules"] = [f"{adapter}={adapter_dir(pair_dir, adapter)}"]
     return PoolSpec(
         id=0,
         name="tiny-measure",
@@ -165,7 +174,7 @@ def pool_spec(pair_dir: Path, k: int, draft_sample_method: str) -> PoolSpec:
             num_speculative_tokens=k,
             draft_sample_method=None if draft_sample_method == "greedy" else draft_sample_method,
         ),
-        engine_args={"max-model-len": 1024},
+        engine_args=engine_args,
     )
 
 
@@ -208,6 +217,48 @@ def measure_pair(
     }
 
 
+def measure_adapter(
+    pair_dir: Path,
+    name: str,
+    port: int = 8199,
+    k: int = 3,
+    prompts_per_kind: int = 20,
+    temperatures: tuple[float, ...] = (0.0, 1.0),
+    draft_sample_method: str = "probabilistic",
+    log_dir: Path = Path("/tmp"),
+) -> dict[str, Any]:
+    """The adapter's held-out acceptance in vLLM: one speculating server that also serves
+    the adapter, the adapter's styled prompts sent naming the adapter and, for the
+    comparison, naming the base model."""
+    style = json.loads((adapter_dir(pair_dir, name) / REPORT_FILE).read_text())["settings"]
+    corpus = build_corpus()
+    prompts: dict[Kind, list[str]] = {
+        kind: styled_prompts(corpus, kind, prompts_per_kind, style["style"])
+        for kind in ("code", "prose")
+    }
+    spec = pool_spec(pair_dir, k, draft_sample_method, adapter=name)
+    server = VllmServer(build_server_command(spec, port, LaunchOptions()), log_dir / f"{name}.log")
+    server.start()
+    results: list[Measurement] = []
+    try:
+        server.wait_ready(timeout=600)
+        for model in (server.model, name):
+            results += asyncio.run(
+                measure_server(
+                    server.base_url, model, prompts, list(temperatures), k, draft_sample_method
+                )
+            )
+    finally:
+        server.stop()
+    return {
+        "num_speculative_tokens": k,
+        "style": style["style"],
+        "prompts_per_kind": {kind: len(p) for kind, p in prompts.items()},
+        "max_tokens": 64,
+        "measurements": [asdict(m) for m in results],
+    }
+
+
 def main() -> None:
     import argparse
 
@@ -223,17 +274,28 @@ def main() -> None:
         default=["greedy", "probabilistic"],
         help="draft_sample_method values; each starts its own server",
     )
-    args = parser.parse_args()
-    report = measure_pair(
-        args.pair,
-        port=args.port,
-        prompts_per_kind=args.prompts,
-        draft_sample_methods=tuple(args.drafting),
+    parser.add_argument(
+        "--adapter", help="measure the LoRA adapter adapters/NAME instead of the pair"
     )
-    (args.pair / MEASURE_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    args = parser.parse_args()
+    if args.adapter:
+        report = measure_adapter(
+            args.pair, args.adapter, port=args.port, prompts_per_kind=args.prompts
+        )
+        out = adapter_dir(args.pair, args.adapter) / MEASURE_FILE
+    else:
+        report = measure_pair(
+            args.pair,
+            port=args.port,
+            prompts_per_kind=args.prompts,
+            draft_sample_methods=tuple(args.drafting),
+        )
+        out = args.pair / MEASURE_FILE
+    out.write_text(json.dumps(report, indent=2) + "\n")
     for m in report["measurements"]:
         print(
-            f"{m['kind']:5s} T={m['temperature']:<4} {m['draft_sample_method']:13s} "
+            f"{m['model']:6s} {m['kind']:5s} T={m['temperature']:<4} "
+            f"{m['draft_sample_method']:13s} "
             f"mean acceptance length {m['mean_acceptance_length']:.3f} "
             f"per position {[round(x, 3) for x in m['per_position']]}"
         )
