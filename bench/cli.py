@@ -8,6 +8,7 @@ app = typer.Typer(help="Benchmarks on real vLLM engines (long runs; see bench/RE
 def register() -> None:
     from bench.break_even_cli import break_even
     from bench.demo_outcomes import demo_outcomes
+    from bench.policy_cli import policy
     from bench.streams_cli import streams
 
     app.command("streams")(streams)
@@ -16,6 +17,7 @@ def register() -> None:
         "demo-outcomes",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(demo_outcomes)
+    app.command("policy")(policy)
 
 
 register()

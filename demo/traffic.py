@@ -2,7 +2,10 @@
 
 Arrivals follow a Poisson process per segment, independent of how fast the
 server answers (open loop): a slow arm does not slow the arrivals down, which
-is what a closed-loop client would hide. Concurrency is still bounded per
+is what a closed-loop client would hide. Each segment draws its arrival times,
+prompts and users from its own generator seeded by (seed, segment), whatever
+was shed: the same seed gives every run the same schedule, so configurations
+can be compared on identical traffic (bench.policy). Concurrency is still bounded per
 segment; an arrival that finds the bound reached is shed and counted, never
 queued, so the offered load stays the one asked for.
 
@@ -14,7 +17,7 @@ header. The `user` field spreads requests over sticky cohorts.
 import asyncio
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import openai
@@ -77,14 +80,18 @@ class TrafficGenerator:
         rate_scale: float = 1.0,
         request_timeout_s: float = 180.0,
         on_result: Callable[[RequestResult], None] | None = None,
+        headers: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
+        """`headers`: extra request headers per segment name (e.g. the speculation
+        override a static configuration sends)."""
         self.segments = list(segments)
         self.model = model
         self.rate_scale = rate_scale
         self.on_result = on_result
         self.results: list[RequestResult] = []
         self.counters = {s.name: SegmentCounters() for s in self.segments}
-        self._rng = random.Random(seed)
+        self._rngs = {s.name: random.Random(f"{seed}/{s.name}") for s in self.segments}
+        self._headers = {name: dict(h) for name, h in (headers or {}).items()}
         self._clients = {
             tenant: openai.AsyncOpenAI(
                 api_key=key,
@@ -123,21 +130,24 @@ class TrafficGenerator:
         if rate <= 0:
             return
         counters = self.counters[seg.name]
-        next_at = self._rng.expovariate(rate)
+        rng = self._rngs[seg.name]
+        next_at = rng.expovariate(rate)
+        n = 0  # the arrival's index: its sampling seed, whatever was shed before it
         while next_at < duration_s:
             await asyncio.sleep(max(0.0, next_at - self.elapsed()))
+            # NOTE: drawn before the shed check, so shedding never shifts the schedule.
+            n += 1
+            prompt = seg.prompts[rng.randrange(len(seg.prompts))]
+            user = f"{seg.name}-user-{rng.randrange(seg.users)}"
             if counters.in_flight >= seg.max_in_flight:
                 counters.shed += 1
             else:
                 counters.sent += 1
                 counters.in_flight += 1
-                n = counters.sent
-                prompt = seg.prompts[self._rng.randrange(len(seg.prompts))]
-                user = f"{seg.name}-user-{self._rng.randrange(seg.users)}"
                 task = asyncio.create_task(self._one(seg, prompt, user, n))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-            next_at += self._rng.expovariate(rate)
+            next_at += rng.expovariate(rate)
 
     async def _one(self, seg: SegmentPlan, prompt: str, user: str, n: int) -> None:
         started = time.monotonic()
@@ -155,7 +165,7 @@ class TrafficGenerator:
                 user=user,
                 stream=True,
                 stream_options={"include_usage": True},
-                extra_headers={TASK_HEADER: seg.task},
+                extra_headers={TASK_HEADER: seg.task, **self._headers.get(seg.name, {})},
             )
             decision = parse_decision(raw.headers.get(DECISION_HEADER))
             status = raw.status_code
