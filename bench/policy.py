@@ -201,6 +201,10 @@ def fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def ratio(value: float | None, reference: float | None) -> float | None:
+    return value / reference if value and reference else None
+
+
 def fleet_table(
     phases: Mapping[str, Sequence[RequestResult]], start_s: float, end_s: float
 ) -> list[str]:
@@ -210,16 +214,11 @@ def fleet_table(
         "|---|---:|---:|---:|---:|---:|",
     ]
     stats = {name: fleet_stats(results, start_s, end_s) for name, results in phases.items()}
-    oracle = stats.get(ORACLE)
+    oracle = stats[ORACLE].ms_per_token if ORACLE in stats else None
     for name, s in stats.items():
-        ratio = (
-            s.ms_per_token / oracle.ms_per_token
-            if oracle is not None and oracle.ms_per_token and s.ms_per_token
-            else None
-        )
         lines.append(
             f"| {name} | {s.ok} | {s.tokens} | {s.tokens_per_s:.1f} | {fmt(s.ms_per_token)} "
-            f"| {fmt(ratio, '.3f')} |"
+            f"| {fmt(ratio(s.ms_per_token, oracle), '.3f')} |"
         )
     return lines
 
@@ -239,19 +238,15 @@ def segment_table(
         stats = {
             name: segment_stats(results, seg, start_s, end_s) for name, results in phases.items()
         }
-        oracle = stats.get(ORACLE)
+        oracle = stats[ORACLE].e2e_per_token_mean_ms if ORACLE in stats else None
         for name, s in stats.items():
-            ratio = (
-                s.e2e_per_token_mean_ms / oracle.e2e_per_token_mean_ms
-                if oracle is not None and oracle.e2e_per_token_mean_ms and s.e2e_per_token_mean_ms
-                else None
-            )
+            vs_oracle = ratio(s.e2e_per_token_mean_ms, oracle)
             share = f"{s.spec_share:.0%}" if s.spec_share is not None else "-"
             lines.append(
                 f"| {seg} | {name} | {s.ok} | {s.failed} | {share} "
                 f"| {fmt(s.ttft_p50_ms)} / {fmt(s.ttft_p99_ms)} "
                 f"| {fmt(s.e2e_per_token_p50_ms)} / {fmt(s.e2e_per_token_p99_ms)} "
-                f"| {fmt(s.e2e_per_token_mean_ms)} | {fmt(ratio, '.3f')} |"
+                f"| {fmt(s.e2e_per_token_mean_ms)} | {fmt(vs_oracle, '.3f')} |"
             )
     return lines
 
@@ -284,3 +279,26 @@ def goal_lines(
             f"{other.tokens_per_s:.1f}: {goal} **{'met' if met else 'not met'}**"
         )
     return lines
+
+
+def segment_goal_line(
+    phases: Mapping[str, Sequence[RequestResult]],
+    segments: Sequence[str],
+    start_s: float,
+    end_s: float,
+) -> str:
+    """Per segment (mean e2e ms/token), how many are within ORACLE_TOLERANCE of the
+    oracle: the fleet figure weighs segments by their tokens, this one counts them."""
+    ratios = {
+        seg: ratio(
+            segment_stats(phases[SPECROUTE], seg, start_s, end_s).e2e_per_token_mean_ms,
+            segment_stats(phases[ORACLE], seg, start_s, end_s).e2e_per_token_mean_ms,
+        )
+        for seg in segments
+    }
+    close = [seg for seg, r in ratios.items() if r is not None and r <= 1 + ORACLE_TOLERANCE]
+    misses = ", ".join(f"{seg} {fmt(r, '.3f')}x" for seg, r in ratios.items() if seg not in close)
+    return (
+        f"- per segment: specroute within {ORACLE_TOLERANCE:.0%} of the oracle in "
+        f"{len(close)} of {len(segments)}" + (f" (not: {misses})" if misses else "")
+    )

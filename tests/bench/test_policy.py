@@ -161,6 +161,11 @@ def test_goal_lines_judge_the_fleet_time_per_token() -> None:
     # Over the whole phase, code's 40 s on the baseline put specroute 52 % behind the oracle.
     assert "**met**" in whole[0] and "**not met**" in whole[2]
     assert "ahead of all speculation **not met**" in whole[1]
+    # code: (4 x 60 + 6 x 25) / 10 = 39 ms against the oracle's 25; labels as the oracle.
+    assert p.segment_goal_line(phases, SEGMENTS, 0.0, 100.0) == (
+        "- per segment: specroute within 5% of the oracle in 1 of 2 (not: code 1.560x)"
+    )
+    assert p.segment_goal_line(phases, SEGMENTS, 40.0, 100.0).endswith("in 2 of 2")
 
 
 def test_tables_report_and_section(tmp_path: Path) -> None:
