@@ -99,6 +99,9 @@ class Phases:
         self.task: TaskID = progress.add_task("phases", total=4 * duration_s)
         self.done_s = 0.0
         self.shed: dict[str, dict[str, int]] = {}
+        # 1-minute load average at each phase's start and end: the phases run one after
+        # another on a shared machine, so a change in load between them shows here.
+        self.load: dict[str, tuple[float, float]] = {}
 
     def generator(self, headers: Mapping[str, Mapping[str, str]] | None) -> TrafficGenerator:
         plan = self.stack.provisioned
@@ -131,6 +134,7 @@ class Phases:
         monitor: Monitor | None = None,
     ) -> list[RequestResult]:
         gen = self.generator(headers)
+        load_start = os.getloadavg()[0]
         if monitor is not None:
             monitor.started_wall = time.time()
         traffic = asyncio.create_task(gen.run(self.duration_s))
@@ -159,6 +163,7 @@ class Phases:
         self.done_s += self.duration_s
         self.progress.update(self.task, completed=self.done_s)
         self.shed[name] = {seg: c.shed for seg, c in gen.counters.items()}
+        self.load[name] = (load_start, os.getloadavg()[0])
         await asyncio.sleep(PHASE_PAUSE_S)
         return results
 
@@ -215,6 +220,7 @@ def report_lines(
     conv: p.Convergence,
     duration_s: float,
     shed: Mapping[str, Mapping[str, int]],
+    load: Mapping[str, tuple[float, float]],
 ) -> list[str]:
     """The section's body after its command line: method, oracle, convergence, tables."""
     segments = [c.segment for c in oracle]
@@ -237,6 +243,9 @@ def report_lines(
             f"{p.fmt(c.spec_ms)} ms/token)"
             for c in oracle
         ),
+        "",
+        "Load average (1 min) at each phase's start → end: "
+        + "; ".join(f"{name} {a:.1f} → {b:.1f}" for name, (a, b) in load.items()),
         "",
         "Shed (arrivals over a segment's concurrency bound): "
         + "; ".join(f"{name} {sum(counts.values())}" for name, counts in shed.items() if counts),
@@ -375,7 +384,7 @@ def policy(
     machine = load_note(load_start, os.getloadavg())
     names = [c.segment for c in oracle]
     conv = p.convergence(monitor.decisions, names, duration)
-    body = report_lines(results, oracle, conv, duration, phases.shed)
+    body = report_lines(results, oracle, conv, duration, phases.shed, phases.load)
     console.print("\n".join(body))
     console.print(f"machine: {machine}")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -188,13 +188,16 @@ def test_tables_report_and_section(tmp_path: Path) -> None:
     )
     oracle = p.oracle_arms(SEGMENTS, BASE, SPEC)
     shed = {name: {"code": 1, "labels": 0} for name in p.CONFIGS}
-    body = report_lines(phases, oracle, conv, 100.0, shed)
+    load = {name: (1.0, 2.5) for name in p.CONFIGS}
+    body = report_lines(phases, oracle, conv, 100.0, shed, load)
     text = "\n".join(body)
     assert "### After the last flip (arrivals in [45, 100) s" in text
     assert "### Whole phases" in text
     assert "code → spec (baseline 60.0 vs spec 25.0 ms/token)" in text
     assert "code canary → full 100% at 40 s (canary_promote at 40 s)" in text
     assert "every segment settled" in text
+    assert "all baseline 1 → 0" not in text and "oracle 1.0 → 2.5" in text
+    assert "Shed (arrivals over a segment's concurrency bound): all baseline 1;" in text
 
     png = plot_segments(phases, SEGMENTS, 45.0, 100.0, tmp_path / "bars.png")
     assert png.stat().st_size > 5000
@@ -209,7 +212,7 @@ def test_tables_report_and_section(tmp_path: Path) -> None:
 
 def test_no_window_after_a_flip_when_the_automation_never_flipped() -> None:
     conv = p.convergence([], SEGMENTS, 100.0)
-    body = report_lines(_four_phases(), p.oracle_arms(SEGMENTS, BASE, SPEC), conv, 100.0, {})
+    body = report_lines(_four_phases(), p.oracle_arms(SEGMENTS, BASE, SPEC), conv, 100.0, {}, {})
     text = "\n".join(body)
     assert "### After the last flip" not in text and "No window after a flip" in text
     assert "no state change" in text
