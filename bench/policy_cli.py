@@ -142,7 +142,12 @@ class Phases:
             while not traffic.done():
                 status = ""
                 if monitor is not None:
-                    await monitor.sample(gen.elapsed())
+                    for d in await monitor.sample(gen.elapsed()):
+                        if d.from_state != d.to_state:
+                            self.progress.console.print(
+                                f"  {d.t_s:.0f} s {d.segment}: {d.from_state} → {d.to_state} "
+                                f"by {d.actor} ({d.reason})"
+                            )
                     status = " — " + ", ".join(
                         f"{seg} {v.state} {v.percentage:g}%" for seg, v in monitor.rollouts.items()
                     )
@@ -164,6 +169,12 @@ class Phases:
         self.progress.update(self.task, completed=self.done_s)
         self.shed[name] = {seg: c.shed for seg, c in gen.counters.items()}
         self.load[name] = (load_start, os.getloadavg()[0])
+        # NOTE: a line per phase, so a log (no tty, no live bar) shows the progress too.
+        self.progress.console.print(
+            f"{name}: {sum(r.ok for r in results)} of {len(results)} requests ok, "
+            f"{sum(self.shed[name].values())} shed, load {load_start:.1f} → "
+            f"{self.load[name][1]:.1f}"
+        )
         await asyncio.sleep(PHASE_PAUSE_S)
         return results
 
