@@ -14,11 +14,18 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 from sqlalchemy.orm import Session
 
 from control import observability_queries as q
 from control.clock import now
-from control.contract import RolloutState
+from control.contract import (
+    DEFAULT_TPOT_SLO_S,
+    DEFAULT_TTFT_SLO_S,
+    OVERFLOW_LABEL,
+    UNSEGMENTED_LABEL,
+    RolloutState,
+)
 from control.db import Database
 from control.requests.acceptance import acceptance_by_adapter
 from control.snapshot.version import current_snapshot_version
@@ -117,6 +124,7 @@ class ControlCollector(Collector):
             yield queue
             yield kv
 
+            yield _segment_slos(s)
             yield from _adapter_acceptance(s)
 
             version = GaugeMetricFamily(
@@ -125,6 +133,34 @@ class ControlCollector(Collector):
             )
             version.add_metric([], float(current_snapshot_version(s)))
             yield version
+
+
+def _segment_slos(s: Session) -> Metric:
+    """Each segment's latency SLO targets, labelled with the gateway histogram bucket
+    (`le`, formatted as the gateway's exposition formats it) that counts the requests
+    within target: the burn-rate rules select that bucket with `and on (segment, le)`.
+    The gateway's catch-all labels (no segment matched, beyond its top K) get the
+    default targets."""
+    slo = GaugeMetricFamily(
+        PREFIX + "segment_latency_slo_seconds",
+        "Latency SLO target of each segment: 95 % of its requests within this many "
+        "seconds (kind=ttft|tpot); le is the gateway histogram bucket with that edge. "
+        "Unit: seconds.",
+        labels=["segment", "kind", "le"],
+    )
+    targets = {name: (ttft, tpot) for name, ttft, tpot in q.segment_slos(s)}
+    for label in (UNSEGMENTED_LABEL, OVERFLOW_LABEL):
+        targets.setdefault(label, (DEFAULT_TTFT_SLO_S, DEFAULT_TPOT_SLO_S))
+    for name, (ttft, tpot) in sorted(targets.items()):
+        slo.add_metric([name, "ttft", _le(ttft)], ttft)
+        slo.add_metric([name, "tpot", _le(tpot)], tpot)
+    return slo
+
+
+def _le(seconds: float) -> str:
+    """A bucket edge as the gateway's exposition spells it in `le` (prometheus_client's
+    own formatter, so "1.0" and "0.3981072" match character for character)."""
+    return str(floatToGoString(seconds))  # type: ignore[no-untyped-call]
 
 
 def _adapter_acceptance(s: Session) -> Iterator[Metric]:

@@ -71,3 +71,9 @@ def rollout_acceptance_thresholds(s: Session) -> list[tuple[str, str, float]]:
         .where(Rollout.state.in_(["canary", "ramping", "full", "probation"]))
     ).all()
     return [(r, seg, float(m)) for r, seg, m in rows]
+
+
+def segment_slos(s: Session) -> list[tuple[str, float, float]]:
+    """(segment name, TTFT p95 target, TPOT p95 target) in seconds, for every segment."""
+    rows = s.execute(select(Segment.name, Segment.ttft_slo_p95_s, Segment.tpot_slo_p95_s)).all()
+    return [(name, float(ttft), float(tpot)) for name, ttft, tpot in rows]

@@ -214,6 +214,14 @@ CATALOG: dict[str, Entry] = {
         "instant",
         "max by (segment) (specroute_control_rollout_min_acceptance_rate)",
     ),
+    "specroute_control_segment_latency_slo_seconds": Entry(
+        "the segment's TTFT or TPOT p95 target (ttft_slo_p95_s, tpot_slo_p95_s)",
+        "—",
+        "seconds",
+        "instant (read from SQL per scrape)",
+        "rate(specroute_gateway_ttft_seconds_bucket[1h]) and on (segment, le) "
+        'specroute_control_segment_latency_slo_seconds{kind="ttft"}',
+    ),
     "specroute_control_decisions": Entry(
         "decision rows (flips) by kind, target state and actor type",
         "—",
@@ -328,6 +336,9 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_control_rollout_state": "deleted rollouts",
     "specroute_control_rollout_spec_percentage": "rollouts in a non-exposing state (reported 0)",
     "specroute_control_rollout_min_acceptance_rate": "rollouts not exposing spec traffic",
+    "specroute_control_segment_latency_slo_seconds": (
+        "none: every segment, plus the defaults under the gateway's none and other labels"
+    ),
     "specroute_control_decisions": "holds (no flip) and flips that lost a compare-and-set",
     "specroute_control_pool_workers": "workers never registered by a heartbeat",
     "specroute_control_pool_queue_depth": (

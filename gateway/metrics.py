@@ -16,16 +16,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
-from control.contract import LATENCY_BUCKETS_MS, Arm
+from control.contract import LATENCY_BUCKETS_S, OVERFLOW_LABEL, UNSEGMENTED_LABEL, Arm
 from gateway.telemetry.record import RequestRecord
 
 PREFIX = "specroute_gateway_"
-OTHER = "other"
-NONE = "none"
+OTHER = OVERFLOW_LABEL
+NONE = UNSEGMENTED_LABEL
 
-# Every second contract edge (5 per decade, 0.1 ms .. 100 s) in seconds: Prometheus
-# buckets then line up with the telemetry histograms control aggregates.
-LATENCY_BUCKETS_S: tuple[float, ...] = tuple(round(e / 1000.0, 7) for e in LATENCY_BUCKETS_MS[::2])
+__all__ = ["LATENCY_BUCKETS_S", "NONE", "OTHER", "GatewayMetrics", "TopKLabels"]
 
 
 class TopKLabels:

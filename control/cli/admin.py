@@ -279,11 +279,21 @@ def segment_create(
     eval_set: str | None = typer.Option(
         None, help="Eval set an offline evaluation must use before a rollout may start."
     ),
+    ttft_slo: float | None = typer.Option(
+        None, help="TTFT p95 SLO target in seconds (a latency bucket edge; default 1.0)."
+    ),
+    tpot_slo: float | None = typer.Option(
+        None, help="TPOT p95 SLO target in seconds (a latency bucket edge; default 0.1)."
+    ),
 ) -> None:
     """Create a segment."""
     body = {"name": name, "selector": json.loads(selector), "priority": priority}
     if eval_set is not None:
         body["eval_set"] = eval_set
+    if ttft_slo is not None:
+        body["ttft_slo_p95_s"] = ttft_slo
+    if tpot_slo is not None:
+        body["tpot_slo_p95_s"] = tpot_slo
     _print(api().request("POST", "/segments", json=body))
 
 

@@ -9,6 +9,15 @@ from control.contract.features import Arm, RequestFeatures, SegmentSelector
 from control.contract.heartbeat import HeartbeatAck, SpecCounters, WorkerHeartbeat
 from control.contract.pool import PoolSpec, SpeculativeConfig, lora_module_names
 from control.contract.requests import RequestRecordDoc, SamplingSummary, StructuredKind
+from control.contract.slo import (
+    DEFAULT_TPOT_SLO_S,
+    DEFAULT_TTFT_SLO_S,
+    LATENCY_BUCKETS_S,
+    OVERFLOW_LABEL,
+    SLO_OBJECTIVE,
+    UNSEGMENTED_LABEL,
+    slo_edge,
+)
 from control.contract.snapshot import (
     EXPOSING_STATES,
     PairCapabilities,
@@ -52,14 +61,20 @@ SNAPSHOT_CHANNEL = "specroute.snapshot"
 
 __all__ = [
     "COUNTER_FIELDS",
+    "DEFAULT_TPOT_SLO_S",
+    "DEFAULT_TTFT_SLO_S",
     "EXPOSING_STATES",
     "HISTOGRAM_FIELDS",
     "INTERNAL_PREFIX",
     "LATENCY_BUCKETS_MS",
+    "LATENCY_BUCKETS_S",
     "LOAD_BUCKET_EDGES",
     "MOMENT_FIELDS",
+    "OVERFLOW_LABEL",
     "SLICE_HISTOGRAM_FIELDS",
+    "SLO_OBJECTIVE",
     "SNAPSHOT_CHANNEL",
+    "UNSEGMENTED_LABEL",
     "Arm",
     "ErrorBody",
     "ErrorDetail",
@@ -100,4 +115,5 @@ __all__ = [
     "log_ms",
     "lora_module_names",
     "same_engine_release",
+    "slo_edge",
 ]

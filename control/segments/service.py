@@ -19,6 +19,8 @@ def segment_state(segment: Segment) -> dict[str, Any]:
         "selector": segment.selector,
         "priority": segment.priority,
         "eval_set": segment.eval_set,
+        "ttft_slo_p95_s": segment.ttft_slo_p95_s,
+        "tpot_slo_p95_s": segment.tpot_slo_p95_s,
         "version": segment.version,
     }
 
@@ -38,6 +40,8 @@ def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segm
         selector=body.selector.model_dump(mode="json", exclude_none=True),
         priority=body.priority,
         eval_set=body.eval_set,
+        ttft_slo_p95_s=body.ttft_slo_p95_s,
+        tpot_slo_p95_s=body.tpot_slo_p95_s,
         version=1,
     )
     session.add(segment)
@@ -70,6 +74,10 @@ def update_segment(
     if body.eval_set is not None:
         # NOTE: "" clears it; None leaves it as it is.
         values["eval_set"] = body.eval_set or None
+    if body.ttft_slo_p95_s is not None:
+        values["ttft_slo_p95_s"] = body.ttft_slo_p95_s
+    if body.tpot_slo_p95_s is not None:
+        values["tpot_slo_p95_s"] = body.tpot_slo_p95_s
     if not repo.compare_and_set(session, segment_id, expected_version, values):
         session.refresh(segment)
         raise stale_version("segment", segment.id, segment.version, expected_version)

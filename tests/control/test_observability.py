@@ -4,8 +4,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.testclient import TestClient
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.metrics import GatewayMetrics
 from tests.control.conftest import WAIVE_ALL
 from tests.fixtures.db import AgentHeaders
 
@@ -130,3 +132,60 @@ def test_metrics_follow_rollout_flips_and_heartbeats(
         after[("specroute_control_snapshot_version", ())]
         > before[("specroute_control_snapshot_version", ())]
     )
+
+
+def test_latency_slo_targets_are_exported_per_segment_on_the_gateway_buckets(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    # A target that is no bucket edge cannot be measured by the burn-rate rules: 422.
+    off_edge = app_client.post(
+        "/admin/v1/segments",
+        headers=admin_headers,
+        json={"name": "chat", "selector": {}, "ttft_slo_p95_s": 0.4},
+    )
+    assert off_edge.status_code == 422
+    assert "0.3981072 or 0.6309573" in off_edge.text
+    chat = app_client.post(
+        "/admin/v1/segments",
+        headers=admin_headers,
+        json={"name": "chat", "selector": {}, "ttft_slo_p95_s": 0.3981072},
+    )
+    assert chat.status_code == 201, chat.text
+    assert (chat.json()["ttft_slo_p95_s"], chat.json()["tpot_slo_p95_s"]) == (0.3981072, 0.1)
+    code = seeded["segment"]
+    patched = app_client.patch(
+        f"/admin/v1/segments/{code['id']}",
+        headers={**admin_headers, "If-Match": f'"{code["version"]}"'},
+        json={"tpot_slo_p95_s": 0.2511886},
+    )
+    assert patched.status_code == 200, patched.text
+
+    slo = {
+        (dict(labels)["segment"], dict(labels)["kind"]): (dict(labels)["le"], value)
+        for (name, labels), value in scrape(app_client).items()
+        if name == "specroute_control_segment_latency_slo_seconds"
+    }
+    assert slo == {
+        ("code", "ttft"): ("1.0", 1.0),
+        ("code", "tpot"): ("0.2511886", 0.2511886),
+        ("chat", "ttft"): ("0.3981072", 0.3981072),
+        ("chat", "tpot"): ("0.1", 0.1),
+        # The gateway's labels for unmatched traffic and for segments beyond its top K.
+        ("none", "ttft"): ("1.0", 1.0),
+        ("none", "tpot"): ("0.1", 0.1),
+        ("other", "ttft"): ("1.0", 1.0),
+        ("other", "tpot"): ("0.1", 0.1),
+    }
+    # Each le names a bucket the gateway really exposes, spelled the same way, so the
+    # rules' `and on (segment, le)` selects it.
+    gateway = GatewayMetrics(top_k_segments=4)
+    gateway.ttft.labels("chat", "spec").observe(0.3)
+    gateway.tpot.labels("code", "spec").observe(0.2)
+    exposed = {
+        (s.name, s.labels["segment"], s.labels["le"]): s.value
+        for family in text_string_to_metric_families(generate_latest(gateway.registry).decode())
+        for s in family.samples
+        if s.name.endswith("_bucket")
+    }
+    assert exposed[("specroute_gateway_ttft_seconds_bucket", "chat", "0.3981072")] == 1.0
+    assert exposed[("specroute_gateway_tpot_seconds_bucket", "code", "0.2511886")] == 1.0
