@@ -23,10 +23,9 @@ from typer.testing import CliRunner
 
 from control.cli.admin import app as admin_cli
 from demo.plan import AdminClient, SegmentPlan, provision, start_rollouts
-from engine.agent.client import ControlClient
-from engine.agent.heartbeat import HeartbeatAgent, WorkerProbe
+from tests.e2e.stack import control_plane, engine_agents, wait_routable
 from tests.fixtures.vllm import RunningServer, require_tiny_pair
-from tests.gateway.server import GatewayServer, run_gateway, serve_app
+from tests.gateway.server import GatewayServer, run_gateway
 
 pytestmark = pytest.mark.vllm
 
@@ -70,66 +69,6 @@ def _capture_all_logs() -> Iterator[_Capture]:
         for lg, level in zip(loggers, levels, strict=True):
             lg.removeHandler(capture)
             lg.setLevel(level)
-
-
-@contextmanager
-def _control(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    from control.app import create_app
-    from control.migrate import upgrade
-    from control.settings import ControlSettings
-
-    db_url = f"sqlite:///{tmp_path / 'control.db'}"
-    upgrade(db_url)
-    settings = ControlSettings(
-        data_dir=tmp_path, database_url=db_url, admin_token=ADMIN, internal_token=INTERNAL
-    )
-    with serve_app(create_app(settings)) as url:
-        yield url, db_url
-
-
-@contextmanager
-def _agents(
-    admin: AdminClient, control_url: str, pools: dict[str, int], servers: dict[str, RunningServer]
-) -> Iterator[None]:
-    """The engine agent beside each session server, enrolled for its pool and beating."""
-    clients = []
-    agents = []
-    for name, srv in servers.items():
-        token = admin.call(
-            "POST",
-            f"/pools/{pools[name]}/agent-tokens",
-            json={"name": f"privacy-{name}", "allowed_endpoints": ["http://127.0.0.1"]},
-        )["token"]
-        client = ControlClient(control_url, token)
-        clients.append(client)
-        probe = WorkerProbe(
-            pool_id=pools[name], endpoint_url=srv.base_url, speculative=name == "spec"
-        )
-        agents.append(HeartbeatAgent(f"privacy-{name}", probe, client, interval=3.0))
-    for agent in agents:
-        agent.beat_once()
-        agent.start()
-    try:
-        yield
-    finally:
-        for agent in agents:
-            agent.stop()
-        for client in clients:
-            client.close()
-
-
-def _wait_routable(gw: GatewayServer, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        snap = gw.state.store.snapshot
-        if (
-            snap is not None
-            and len(snap.pools) == 2
-            and all(p.healthy_workers() for p in snap.pools)
-        ):
-            return
-        time.sleep(0.1)
-    raise AssertionError("the gateway never saw healthy workers in both pools")
 
 
 def _records(control_url: str, n: int, timeout_s: float = 20.0) -> list[dict[str, Any]]:
@@ -247,7 +186,11 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
 ) -> None:
     servers = {"spec": vllm_spec_server, "baseline": vllm_baseline_server}
     engine_log_sizes = {n: s.log_path.stat().st_size for n, s in servers.items()}
-    with _capture_all_logs() as logs, _control(tmp_path) as (control_url, db_url):
+    with (
+        _capture_all_logs() as logs,
+        control_plane(tmp_path, admin_token=ADMIN, internal_token=INTERNAL) as control,
+    ):
+        control_url, db_url = control.url, control.db_url
         admin = AdminClient(control_url, ADMIN)
         provisioned = provision(
             admin,
@@ -263,7 +206,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             "spec": pools[provisioned.spec_pool],
             "baseline": pools[provisioned.baseline_pool],
         }
-        with _agents(admin, control_url, pool_ids, servers):
+        with engine_agents(admin, control_url, pool_ids, servers, prefix="privacy"):
             start_rollouts(admin, provisioned)
             with run_gateway(
                 tmp_path / "gw",
@@ -274,7 +217,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
                 telemetry_window_seconds=1,
                 telemetry_flush_seconds=0.2,
             ) as gw:
-                _wait_routable(gw)
+                wait_routable(gw)
                 expected = _send_every_path(gw, provisioned.tenant_keys["acme"])
                 records = _records(control_url, len(expected))
                 gateway_metrics = httpx.get(gw.base_url + "/metrics").text

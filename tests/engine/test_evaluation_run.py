@@ -1,0 +1,77 @@
+"""`engine evaluate`'s client side against engines that stream at a known pace (the
+benchmark's fake upstream, real HTTP on loopback): per-case histograms from the final
+usage chunk, cases in flight together, and the cost ratio timed on both engines.
+The same path on the real vLLM pools: tests/engine/test_evaluate_vllm.py."""
+
+import threading
+from typing import Any
+
+import pytest
+
+from bench.fake_upstream import FakeUpstream
+from engine.evaluation.run import (
+    baseline_timing,
+    choose_cost_ratio,
+    run_all,
+    spec_timing,
+    tally,
+)
+from tests.gateway.server import serve_app
+
+TOKENS = 16
+
+
+def _cases(n: int) -> list[tuple[dict[str, Any], Any]]:
+    chat = [{"role": "user", "content": "def f():"}]
+    return [
+        ({"case_key": f"c{i}", "labels": {"task": "code" if i % 2 else "chat"}}, chat)
+        if i % 3
+        else ({"case_key": f"c{i}", "labels": {"temperature": "0.5"}}, "import os\n")
+        for i in range(n)
+    ]
+
+
+def test_cases_stream_concurrently_and_the_cost_ratio_is_timed_on_both_engines() -> None:
+    # Spec: a chunk every 20 ms and 8 verification steps per case (the fake's metrics);
+    # baseline: a token every 5 ms.
+    spec_engine, base_engine = FakeUpstream(TOKENS, 0.02, "tiny"), FakeUpstream(TOKENS, 0.005)
+    cases = _cases(6)
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def progress(n: int) -> None:
+        with lock:
+            done.append(n)
+
+    with (
+        serve_app(spec_engine) as spec_url,  # type: ignore[arg-type]
+        serve_app(base_engine) as base_url,  # type: ignore[arg-type]
+    ):
+        spec = run_all(
+            spec_url,
+            cases,
+            k=3,
+            max_tokens=TOKENS,
+            temperature=0.0,
+            concurrency=3,
+            progress=progress,
+        )
+        base = run_all(base_url, cases, k=None, max_tokens=TOKENS, temperature=0.0, concurrency=3)
+    assert sum(done) == len(cases)
+    assert [r.histogram for r in spec] == [[4, 4, 0, 0]] * len(cases)
+    assert all(r.histogram == [] for r in base)
+    assert all(r.output_chunks == TOKENS and r.completion_tokens == TOKENS for r in spec + base)
+    assert spec[0].completion == " tok" * TOKENS
+    overall, slices = tally(cases, spec)
+    assert (overall.cases, overall.steps, overall.accepted) == (6, 48, 24)
+    assert set(slices) == {"task=code", "task=chat", "temperature=0.5"}
+    assert slices["temperature=0.5"].cases == 2
+
+    # 15 gaps of 20 ms over 8 steps vs 15 gaps of 5 ms over 15 tokens: a verification
+    # step costs 7.5 baseline tokens, so c = (7.5 - 1) / 3.
+    step, token = spec_timing(spec), baseline_timing(base)
+    assert (step.passes, token.passes) == (6 * 8, 6 * 15)
+    ratio, source = choose_cost_ratio({}, 3, spec, base, given=None)
+    assert ratio == pytest.approx((7.5 - 1) / 3, rel=0.25)
+    assert source.startswith("measured: ") and "per verification step over 48 steps" in source
+    assert choose_cost_ratio({}, 3, spec, base, given=0.2) == (0.2, "given with --cost-ratio")
