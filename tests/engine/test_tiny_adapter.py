@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.tiny.adapter import load_model
 from engine.tiny.corpus import build_corpus
 from engine.tiny.evaluate import estimate_greedy
@@ -24,6 +25,7 @@ from engine.tiny.lora import (
     merge_lora,
     save_lora,
 )
+from engine.tiny.measure import pool_spec
 from engine.tiny.models import build_model, logits_of
 from engine.tiny.shapes import ModelShape
 from engine.tiny.styles import adapter_dir, rot13, styled_prompts
@@ -107,3 +109,11 @@ def _prompt_ids(texts: list[str]) -> list[torch.Tensor]:
 
     tok = Tokenizer.from_file(str(PAIR / "target" / "tokenizer.json"))
     return [torch.tensor(tok.encode(t).ids, dtype=torch.int64) for t in texts]
+
+
+def test_the_measured_pool_serves_the_adapter_under_its_name_beside_the_draft() -> None:
+    spec = pool_spec(PAIR, 3, "probabilistic", adapter="rot13")
+    argv = build_server_command(spec, 8199, LaunchOptions(cpu_build=True)).argv
+    assert "--enable-lora" in argv and "--speculative-config" in argv
+    assert argv[argv.index("--lora-modules") + 1] == f"rot13={ROT13}"
+    assert "--lora-modules" not in build_server_command(pool_spec(PAIR, 3, "greedy"), 1).argv
