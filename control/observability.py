@@ -125,6 +125,7 @@ class ControlCollector(Collector):
             yield kv
 
             yield _segment_slos(s)
+            yield from _engine_cost(s)
             yield from _adapter_acceptance(s)
 
             version = GaugeMetricFamily(
@@ -155,6 +156,40 @@ def _segment_slos(s: Session) -> Metric:
         slo.add_metric([name, "ttft", _le(ttft)], ttft)
         slo.add_metric([name, "tpot", _le(tpot)], tpot)
     return slo
+
+
+def _engine_cost(s: Session) -> Iterator[Metric]:
+    """The counters behind the cost per accepted token, per worker as its last heartbeat
+    reported them; Prometheus divides their rates (pool:* recording rules)."""
+    labels = ["pool", "worker", "pair_version"]
+    since = "since the server started (restarts with it), as its agent last reported"
+    cpu = CounterMetricFamily(
+        PREFIX + "worker_cpu_seconds",
+        f"User + system CPU seconds of the worker's vLLM process tree, {since}. Unit: CPU seconds.",
+        labels=labels,
+    )
+    accepted = CounterMetricFamily(
+        PREFIX + "worker_accepted_tokens",
+        f"Draft tokens the worker's engine accepted (vllm:spec_decode_num_accepted_tokens), "
+        f"{since}; spec workers only. Unit: tokens.",
+        labels=labels,
+    )
+    generated = CounterMetricFamily(
+        PREFIX + "worker_generation_tokens",
+        f"Tokens the worker's engine emitted (vllm:generation_tokens), {since}. Unit: tokens.",
+        labels=labels,
+    )
+    for pool, worker, pv, cpu_s, accepted_n, generated_n in q.worker_cost_counters(s):
+        values = [pool, worker, "none" if pv is None else str(pv)]
+        if cpu_s is not None:
+            cpu.add_metric(values, cpu_s)
+        if accepted_n is not None:
+            accepted.add_metric(values, float(accepted_n))
+        if generated_n is not None:
+            generated.add_metric(values, float(generated_n))
+    yield cpu
+    yield accepted
+    yield generated
 
 
 def _le(seconds: float) -> str:

@@ -77,3 +77,25 @@ def segment_slos(s: Session) -> list[tuple[str, float, float]]:
     """(segment name, TTFT p95 target, TPOT p95 target) in seconds, for every segment."""
     rows = s.execute(select(Segment.name, Segment.ttft_slo_p95_s, Segment.tpot_slo_p95_s)).all()
     return [(name, float(ttft), float(tpot)) for name, ttft, tpot in rows]
+
+
+def worker_cost_counters(
+    s: Session,
+) -> list[tuple[str, str, int | None, float | None, int | None, int | None]]:
+    """(pool name, worker id, the pool's pair version id, CPU seconds, accepted draft
+    tokens, generated tokens) as each worker's last heartbeat reported them."""
+    rows = s.execute(
+        select(
+            Pool.name,
+            Worker.id,
+            Pool.pair_version_id,
+            Worker.cpu_seconds,
+            Worker.spec_counters,
+            Worker.generation_tokens,
+        ).join(Pool, Pool.id == Worker.pool_id)
+    ).all()
+    out = []
+    for pool, worker, pv, cpu, spec, generated in rows:
+        accepted = int(spec["num_accepted_tokens"]) if spec else None
+        out.append((pool, worker, pv, cpu, accepted, generated))
+    return out

@@ -128,6 +128,22 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
         "Requests running and waiting in the pool's engines (healthy workers' heartbeats).",
     ),
     (
+        "Engine CPU-seconds per token",
+        "s",
+        [
+            (
+                "pool:specroute_cpu_seconds_per_accepted_token:ratio_rate5m",
+                "per accepted draft token {{pool}} pv{{pair_version}}",
+            ),
+            (
+                "pool:specroute_cpu_seconds_per_generated_token:ratio_rate5m",
+                "per emitted token {{pool}}",
+            ),
+        ],
+        "CPU seconds of the pool's vLLM process trees (idle busy-waiting included) per "
+        "draft token accepted and per token emitted, 5 m rates of the heartbeat counters.",
+    ),
+    (
         "Healthy workers per pool",
         "short",
         [('sum by (pool) (specroute_control_pool_workers{health="healthy"})', "{{pool}}")],

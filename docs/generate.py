@@ -222,6 +222,27 @@ CATALOG: dict[str, Entry] = {
         "rate(specroute_gateway_ttft_seconds_bucket[1h]) and on (segment, le) "
         'specroute_control_segment_latency_slo_seconds{kind="ttft"}',
     ),
+    "specroute_control_worker_cpu_seconds": Entry(
+        "user + system CPU seconds of the worker's vLLM process tree (its agent's psutil)",
+        "—",
+        "CPU seconds",
+        "cumulative since the server started, as of its last heartbeat; rate over 5m",
+        "sum by (pool) (rate(specroute_control_worker_cpu_seconds_total[5m]))",
+    ),
+    "specroute_control_worker_accepted_tokens": Entry(
+        "draft tokens the worker's engine accepted (vllm:spec_decode_num_accepted_tokens)",
+        "—",
+        "tokens",
+        "cumulative since the server started, as of its last heartbeat; rate over 5m",
+        "sum by (pool, pair_version) (rate(specroute_control_worker_accepted_tokens_total[5m]))",
+    ),
+    "specroute_control_worker_generation_tokens": Entry(
+        "tokens the worker's engine emitted (vllm:generation_tokens)",
+        "—",
+        "tokens",
+        "cumulative since the server started, as of its last heartbeat; rate over 5m",
+        "sum by (pool) (rate(specroute_control_worker_generation_tokens_total[5m]))",
+    ),
     "specroute_control_decisions": Entry(
         "decision rows (flips) by kind, target state and actor type",
         "—",
@@ -339,6 +360,16 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_control_segment_latency_slo_seconds": (
         "none: every segment, plus the defaults under the gateway's none and other labels"
     ),
+    "specroute_control_worker_cpu_seconds": (
+        "workers whose agent does not know the server's pid; the agent's own CPU; CPU "
+        "outside the server's process tree (draft and target share it, both counted)"
+    ),
+    "specroute_control_worker_accepted_tokens": (
+        "baseline workers; spec workers whose last heartbeat had no spec counters"
+    ),
+    "specroute_control_worker_generation_tokens": (
+        "servers whose /metrics has no vllm:generation_tokens_total"
+    ),
     "specroute_control_decisions": "holds (no flip) and flips that lost a compare-and-set",
     "specroute_control_pool_workers": "workers never registered by a heartbeat",
     "specroute_control_pool_queue_depth": (
@@ -349,6 +380,41 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_control_adapter_mean_acceptance_length": ADAPTER_EXCLUSIONS,
     "specroute_control_adapter_drafts": ADAPTER_EXCLUSIONS,
     "specroute_control_snapshot_version": "—",
+}
+
+
+# Ratios on-call reads that are recording rules (dashboards/rules.yml), not metrics a
+# process exports: (what it says, entry, exclusions, owner).
+DERIVED: dict[str, tuple[str, Entry, str, str]] = {
+    "pool:specroute_cpu_seconds_per_accepted_token:ratio_rate5m": (
+        "Cost per accepted token: engine CPU seconds of a spec pool per draft token its "
+        "engines accepted, per pool and pair version.",
+        Entry(
+            "rate of specroute_control_worker_cpu_seconds_total (the pool's workers)",
+            "rate of specroute_control_worker_accepted_tokens_total (same workers)",
+            "CPU seconds per accepted token",
+            "5 m rates of heartbeat counters (heartbeat every 5 s)",
+            "pool:specroute_cpu_seconds_per_accepted_token:ratio_rate5m",
+        ),
+        "baseline pools; windows with no accepted token (no series, not +Inf); CPU "
+        "outside the servers' process trees (agents, gateway); idle busy-waiting of the "
+        "engine core is included, so an idle pool's ratio is high",
+        "control-plane maintainers (values: the pair version's owners)",
+    ),
+    "pool:specroute_cpu_seconds_per_generated_token:ratio_rate5m": (
+        "Engine CPU seconds per emitted token, every pool: the baseline pool's figure is "
+        "the cost speculation must beat.",
+        Entry(
+            "rate of specroute_control_worker_cpu_seconds_total (the pool's workers)",
+            "rate of specroute_control_worker_generation_tokens_total (same workers)",
+            "CPU seconds per token",
+            "5 m rates of heartbeat counters (heartbeat every 5 s)",
+            "pool:specroute_cpu_seconds_per_generated_token:ratio_rate5m",
+        ),
+        "windows with no emitted token (no series); CPU outside the servers' process "
+        "trees; idle busy-waiting is included",
+        "control-plane maintainers",
+    ),
 }
 
 
@@ -439,6 +505,23 @@ def metrics_markdown() -> str:
             "```promql",
             entry.promql,
             "```",
+            "",
+        ]
+    lines += ["# Derived ratios (recording rules in dashboards/rules.yml)", ""]
+    for rule, (what, entry, exclusions, owner) in DERIVED.items():
+        lines += [
+            f"## `{rule}`",
+            "",
+            what,
+            "",
+            "| | |",
+            "|---|---|",
+            f"| numerator | {entry.numerator} |",
+            f"| denominator | {entry.denominator} |",
+            f"| unit | {entry.unit} |",
+            f"| window | {entry.window} |",
+            f"| exclusions | {exclusions} |",
+            f"| owner | {owner} |",
             "",
         ]
     return "\n".join(lines)

@@ -28,6 +28,18 @@ class WorkerHeartbeat(BaseModel):
     waiting: int = Field(default=0, ge=0)
     spec: SpecCounters | None = None
     process_memory_bytes: int = Field(default=0, ge=0)
+    cpu_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="User + system CPU seconds the server's process tree used since it "
+        "started (a counter; it restarts with the server). None: not measured.",
+    )
+    generation_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Tokens the engine emitted since it started (vllm:generation_tokens_total).",
+    )
     gpu_memory_bytes: int | None = Field(default=None, ge=0)
     engine_version: str | None = None
     model_digest: str | None = Field(

@@ -48,6 +48,10 @@ class Worker(Base):
     # NOTE: 64-bit: a vLLM server's resident memory is well above 2 GiB.
     process_memory_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # Counters from the last heartbeat (they restart with the server): the server's
+    # process-tree CPU seconds and the tokens its engine emitted.
+    cpu_seconds: Mapped[float | None] = mapped_column(Float)
+    generation_tokens: Mapped[int | None] = mapped_column(BigInteger)
     engine_version: Mapped[str | None] = mapped_column(String(50))
     # Weights digest of the target the server loaded, as its agent reported it.
     model_digest: Mapped[str | None] = mapped_column(String(64))

@@ -89,6 +89,8 @@ def record_heartbeat(
     worker.spec_counters = beat.spec.model_dump() if beat.spec is not None else None
     worker.process_memory_bytes = beat.process_memory_bytes
     worker.gpu_memory_bytes = beat.gpu_memory_bytes
+    worker.cpu_seconds = beat.cpu_seconds
+    worker.generation_tokens = beat.generation_tokens
     worker.engine_version = beat.engine_version
     worker.model_digest = beat.model_digest
     worker.high_memory_beats = (worker.high_memory_beats or 0) + 1 if high_memory else 0

@@ -9,14 +9,19 @@ control plane sees it within two heartbeat intervals at worst.
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import httpx
 
 from control.contract import HeartbeatAck, WorkerHeartbeat
 from engine.agent.client import ControlClient, ControlClientError
-from engine.agent.memory import gpu_memory_bytes, process_tree, process_tree_rss
+from engine.agent.memory import (
+    gpu_memory_bytes,
+    process_tree,
+    process_tree_cpu_seconds,
+    process_tree_rss,
+)
 from engine.agent.metrics import EngineMetrics, parse_engine_metrics
 
 log = logging.getLogger(__name__)
@@ -33,6 +38,18 @@ class WorkerProbe:
     health_timeout: float = 2.0
     # Weights digest of the target the server loads (engine.artifacts), read once at start.
     model_digest: str | None = None
+    # (server pid, most CPU seconds reported for it): the CPU counter never goes back
+    # while the server lives (a child caught exiting drops out of one reading).
+    _cpu_high: tuple[int, float] | None = field(default=None, init=False, repr=False)
+
+    def _cpu_seconds(self, pid: int | None) -> float | None:
+        used = process_tree_cpu_seconds(pid) if pid is not None else None
+        if pid is None or used is None:
+            return None
+        if self._cpu_high is not None and self._cpu_high[0] == pid:
+            used = max(used, self._cpu_high[1])
+        self._cpu_high = (pid, used)
+        return used
 
     def _get(self, http: httpx.Client, path: str) -> httpx.Response:
         return http.get(f"{self.endpoint_url}{path}", timeout=self.health_timeout)
@@ -66,6 +83,8 @@ class WorkerProbe:
             waiting=metrics.waiting if metrics else 0,
             spec=metrics.spec if metrics else None,
             process_memory_bytes=process_tree_rss(pid) if pid is not None else 0,
+            cpu_seconds=self._cpu_seconds(pid),
+            generation_tokens=metrics.generation_tokens if metrics else None,
             gpu_memory_bytes=gpu_memory_bytes(pids),
             engine_version=version,
             model_digest=self.model_digest,

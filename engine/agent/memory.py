@@ -1,4 +1,5 @@
-"""Memory held by a server's process tree (the API server plus its engine core)."""
+"""Memory and CPU time held by a server's process tree (the API server plus its engine
+core and workers)."""
 
 import shutil
 import subprocess
@@ -22,6 +23,22 @@ def process_tree_rss(pid: int) -> int:
             total += proc.memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
+    return total
+
+
+def process_tree_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds `pid` and all its descendants have used, including
+    descendants they already reaped; None when `pid` is gone."""
+    tree = process_tree(pid)
+    if not tree:
+        return None
+    total = 0.0
+    for proc in tree:
+        try:
+            t = proc.cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
     return total
 
 

@@ -4,7 +4,8 @@ vLLM names (0.32): `vllm:kv_cache_usage_perc` (a fraction 0..1, despite the
 name), `vllm:num_requests_running`, `vllm:num_requests_waiting`, and, only on a
 speculating server, `vllm:spec_decode_num_drafts_total`,
 `..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and
-`..._num_accepted_tokens_per_pos_total{position="i"}`. Samples carry an
+`..._num_accepted_tokens_per_pos_total{position="i"}`; `vllm:generation_tokens_total`
+(tokens the engine emitted, on any server). Samples carry an
 `engine` label; several engines (data parallel) in one server are summed.
 """
 
@@ -22,6 +23,7 @@ DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+GENERATED = "vllm:generation_tokens_total"
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class EngineMetrics:
     running: int
     waiting: int
     spec: SpecCounters | None  # None: the server does not speculate
+    generation_tokens: int | None = None  # None: the server exports no such counter
 
     @property
     def speculating(self) -> bool:
@@ -48,7 +51,7 @@ def parse_engine_metrics(text: str) -> EngineMetrics:
                 kv_usages.append(sample.value)
             elif name == ACCEPTED_PER_POS:
                 per_position[int(sample.labels["position"])] += sample.value
-            elif name in (RUNNING, WAITING, DRAFTS, DRAFT_TOKENS, ACCEPTED):
+            elif name in (RUNNING, WAITING, DRAFTS, DRAFT_TOKENS, ACCEPTED, GENERATED):
                 sums[name] += sample.value
             else:
                 continue
@@ -69,4 +72,5 @@ def parse_engine_metrics(text: str) -> EngineMetrics:
         running=int(sums[RUNNING]),
         waiting=int(sums[WAITING]),
         spec=spec,
+        generation_tokens=int(sums[GENERATED]) if GENERATED in seen else None,
     )

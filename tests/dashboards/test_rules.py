@@ -24,7 +24,7 @@ def test_rules_are_valid() -> None:
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 33 rules found" in out.stdout
+    assert "SUCCESS: 35 rules found" in out.stdout
 
 
 def test_rule_unit_tests_pass() -> None:
@@ -42,10 +42,11 @@ def test_rule_unit_tests_pass() -> None:
 def test_committed_dashboard_is_current() -> None:
     committed = json.loads(OUTPUT.read_text())
     assert committed == build(), "run `python dashboards/generate.py`"
-    assert len(expressions(committed)) == 22
+    assert len(expressions(committed)) == 24
     titles = {p["title"] for p in committed["panels"]}
     assert "TPOT p95 / p99: spec vs baseline" in titles
     assert "Queue depth per pool" in titles
+    assert "Engine CPU-seconds per token" in titles
     assert "KV-cache usage per pool" in titles
     assert "Acceptance by draft position" in titles
 

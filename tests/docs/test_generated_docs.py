@@ -1,6 +1,12 @@
 """The configuration reference and metrics catalog are generated and current."""
 
-from docs.generate import CATALOG, EXCLUSIONS, OUTPUTS, all_metrics
+from pathlib import Path
+
+import yaml
+
+from docs.generate import CATALOG, DERIVED, EXCLUSIONS, OUTPUTS, all_metrics
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_metric_has_a_catalog_entry_and_no_entry_is_orphaned() -> None:
@@ -9,6 +15,12 @@ def test_every_metric_has_a_catalog_entry_and_no_entry_is_orphaned() -> None:
     assert set(EXCLUSIONS) == set(CATALOG), set(EXCLUSIONS) ^ set(CATALOG)
     assert any(name.startswith("specroute_control_") for name in live)
     assert any(name.startswith("specroute_gateway_") for name in live)
+
+
+def test_every_derived_ratio_is_a_recording_rule() -> None:
+    rules = yaml.safe_load((ROOT / "dashboards/rules.yml").read_text())
+    recorded = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
+    assert set(DERIVED) <= recorded, set(DERIVED) - recorded
 
 
 def test_committed_docs_are_current() -> None:

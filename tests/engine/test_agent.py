@@ -2,6 +2,9 @@
 
 - contents: a beat from the session's spec server equals what that server's own
   /metrics says, and the control plane stores it;
+- cost: the CPU seconds of the server's process tree and the tokens its engine
+  accepted and emitted, per beat, agree with the engine's own counters and the
+  responses' usage, and control exports them for the cost-per-accepted-token rule;
 - a hung server (SIGSTOP) and a killed one are reported unhealthy within two
   heartbeats, and the supervisor brings the killed one back after its backoff.
 """
@@ -18,9 +21,11 @@ import httpx
 import psutil
 import pytest
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
 
 from control.contract import HeartbeatAck, WorkerHeartbeat
 from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe, parse_engine_metrics
+from engine.agent.memory import process_tree, process_tree_cpu_seconds
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.local import tiny_baseline_pool
 from engine.pools.supervisor import Backoff, Supervisor
@@ -150,6 +155,86 @@ def test_heartbeat_matches_the_servers_own_metrics_and_is_stored(
     assert baseline_beat.healthy and not baseline_beat.draft_loaded
     assert baseline_beat.spec is None
     control.close()
+
+
+COST_PROMPTS = ["def add(a, b):\n", "for i in range(10):\n", "The quick brown fox", "import os\n"]
+
+
+def test_cpu_seconds_per_accepted_token_agrees_with_the_engines_counters(
+    vllm_spec_server: RunningServer, control_server: ControlServer
+) -> None:
+    pool_id = control_server.create_pool("agent-cost", vllm_spec_server.pool.target_ref)
+    pid = vllm_spec_server.process.pid
+    probe = WorkerProbe(pool_id, vllm_spec_server.base_url, speculative=True, pid=lambda: pid)
+    max_tokens = 32
+    with httpx.Client() as http:
+        first = probe.beat(http)
+        started = time.monotonic()
+        completion_tokens = 0
+        for prompt in COST_PROMPTS:
+            response = http.post(
+                f"{vllm_spec_server.base_url}/v1/completions",
+                json={
+                    "model": "tiny",
+                    "prompt": prompt,
+                    "max_tokens": max_tokens,
+                    "temperature": 0,
+                    "ignore_eos": True,
+                },
+                timeout=120,
+            )
+            assert response.status_code == 200, response.text
+            completion_tokens += response.json()["usage"]["completion_tokens"]
+        second = probe.beat(http)
+        elapsed = time.monotonic() - started
+        own = parse_engine_metrics(http.get(f"{vllm_spec_server.base_url}/metrics").text)
+    tree_now = process_tree_cpu_seconds(pid)
+
+    assert first.spec is not None and second.spec is not None and own.spec is not None
+    assert first.cpu_seconds is not None and second.cpu_seconds is not None
+    assert tree_now is not None and first.cpu_seconds < second.cpu_seconds <= tree_now
+    # The whole tree, not the API server alone: the engine core does the work.
+    api = psutil.Process(pid).cpu_times()
+    assert second.cpu_seconds > api.user + api.system
+    # CPU spent between the beats fits in the cores the tree may run on.
+    cores = set().union(*(p.cpu_affinity() for p in process_tree(pid)))
+    cpu = second.cpu_seconds - first.cpu_seconds
+    assert 0 < cpu <= (elapsed + 1.0) * len(cores)
+    # The token counters are the engine's own, and match what the responses got.
+    assert second.spec == own.spec and second.generation_tokens == own.generation_tokens
+    assert first.generation_tokens is not None and second.generation_tokens is not None
+    generated = second.generation_tokens - first.generation_tokens
+    assert generated == completion_tokens == len(COST_PROMPTS) * max_tokens
+    accepted = second.spec.num_accepted_tokens - first.spec.num_accepted_tokens
+    drafts = second.spec.num_drafts - first.spec.num_drafts
+    assert 0 < accepted < generated
+    # Each verification pass emits its accepted tokens plus one; the prefill emits one.
+    assert generated <= accepted + drafts + len(COST_PROMPTS)
+    cost = cpu / accepted
+    print(f"cpu {cpu:.2f} s, accepted {accepted}, emitted {generated}: {cost:.4f} s/token")
+    assert cost > 0
+
+    # Control exports the counters the recording rule divides, as the beat carried them.
+    control = control_server.client(pool_id)
+    control.heartbeat("cost-worker-0", second)
+    control.close()
+    exposed = {
+        (s.name, s.labels["worker"]): s.value
+        for family in text_string_to_metric_families(
+            httpx.get(f"{control_server.base_url}/metrics").text
+        )
+        for s in family.samples
+        if s.name.startswith("specroute_control_worker_")
+    }
+    assert exposed[("specroute_control_worker_cpu_seconds_total", "cost-worker-0")] == (
+        second.cpu_seconds
+    )
+    assert exposed[("specroute_control_worker_accepted_tokens_total", "cost-worker-0")] == (
+        second.spec.num_accepted_tokens
+    )
+    assert exposed[("specroute_control_worker_generation_tokens_total", "cost-worker-0")] == (
+        second.generation_tokens
+    )
 
 
 @dataclass
