@@ -40,19 +40,37 @@ from gateway.proxy.intake import (
     request_id_of,
     validate,
 )
+from gateway.proxy.records import refusal_record
 from gateway.proxy.relay import relay_json, relay_stream
 from gateway.proxy.schemas import SamplingParams
 from gateway.proxy.upstream import Opened, PoolExhausted, open_on_pool, tagged
 from gateway.quota.guarded import QuotaStoreUnavailable
 from gateway.quota.limiter import PROMPT_BYTES_PER_TOKEN, Reservation, admission_estimate
 from gateway.state import GatewayState
-from gateway.telemetry.record import RequestFacts
+from gateway.telemetry.record import RequestFacts, sampled
 
 log = logging.getLogger(__name__)
 
 OVERRIDE_HEADER = "x-specroute-speculation"
 TASK_HEADER = "x-specroute-task"
 SESSION_HEADER = "x-specroute-session"
+
+
+@dataclass(slots=True)
+class Intake:
+    """What the gateway knows of a request before intake accepts it: enough for the
+    record of one refused before routing."""
+
+    request_id: str
+    path: str
+    started: float  # time.monotonic(): TTFT and e2e count from here, body reading included
+    received_at: float  # time.time()
+    tenant: TenantSpec | None = None  # once the key is recognised
+    stream: bool = False  # once the body is valid
+
+    @property
+    def endpoint(self) -> Literal["chat", "completions"]:
+        return "chat" if self.path.endswith("/chat/completions") else "completions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +107,13 @@ async def serve(
     state: GatewayState, request: Request, schema: type[SamplingParams], path: str
 ) -> Response:
     """One completion request through every step."""
-    arrival = await intake(state, request, schema, path)
-    decision = decide_arm(state, arrival)
+    seen = Intake(request_id_of(request), path, time.monotonic(), time.time())
+    try:
+        arrival = await intake(state, request, schema, seen)
+        decision = decide_arm(state, arrival)
+    except GatewayError as exc:
+        refused_before_routing(state, seen, exc)
+        raise
     request.state.decision_header = decision.header()
     acct = account(state, arrival, decision)
     try:
@@ -105,15 +128,14 @@ async def serve(
 
 
 async def intake(
-    state: GatewayState, request: Request, schema: type[SamplingParams], path: str
+    state: GatewayState, request: Request, schema: type[SamplingParams], seen: Intake
 ) -> Arrival:
-    """Authenticate the key, read and validate the body, check the model is allowed."""
-    started = time.monotonic()
-    received_at = time.time()
-    request_id = request_id_of(request)
-    tenant = authenticate(request, state.store)
+    """Authenticate the key, read and validate the body, check the model is allowed;
+    `seen` learns the tenant and the stream flag as they become known."""
+    tenant = seen.tenant = authenticate(request, state.store)
     received = await read_json(request, state.settings.max_body_bytes)
     body = validate(schema, received.doc)
+    seen.stream = body.stream
     if tenant.allowed_models is not None and body.model not in tenant.allowed_models:
         raise PermissionDenied(
             f"This key may not use the model '{body.model}'",
@@ -126,17 +148,17 @@ async def intake(
         body, tenant=tenant.name, task=request.headers.get(TASK_HEADER), snapshot=snapshot
     )
     return Arrival(
-        request_id=request_id,
-        path=path,
+        request_id=seen.request_id,
+        path=seen.path,
         tenant=tenant,
         snapshot=snapshot,
         received=received,
         body=body,
         features=features,
-        cohort_key=body.user or request.headers.get(SESSION_HEADER) or request_id,
+        cohort_key=body.user or request.headers.get(SESSION_HEADER) or seen.request_id,
         override=_override(request),
-        started=started,
-        received_at=received_at,
+        started=seen.started,
+        received_at=seen.received_at,
     )
 
 
@@ -245,6 +267,25 @@ async def route(
             raise error
         candidate = candidate.fall_back()
         acct.route(candidate)
+
+
+def refused_before_routing(state: GatewayState, seen: Intake, exc: GatewayError) -> None:
+    """Record a request refused before routing (bad key, body, model or header): who and
+    when as far as known, and the typed error. It reaches no counter or histogram:
+    those describe routed requests."""
+    if not sampled(seen.request_id, seen.tenant.request_sample_rate if seen.tenant else 1.0):
+        return
+    doc = refusal_record(
+        request_id=seen.request_id,
+        endpoint=seen.endpoint,
+        tenant=seen.tenant,
+        stream=seen.stream,
+        received_at=seen.received_at,
+        started=seen.started,
+        http_status=exc.status_code,
+        error_code=exc.code or exc.error_type,
+    )
+    state.aggregator.record_refusal(doc, time.time())
 
 
 async def refused(state: GatewayState, acct: Accounting, exc: GatewayError) -> None:

@@ -683,6 +683,18 @@ def request_show(
         else "no speculation"
     )
     error = f" ({r['error_code']})" if r["error_code"] else ""
+    if r["arm"] is None:
+        # Refused before routing: who (if the key was known), when, the typed error.
+        tenant = f"{r['tenant']} ({r['tenant_id']})" if r["tenant"] else "unknown (key refused)"
+        typer.echo(
+            f"request    {r['request_id']}  received {r['received_at']}\n"
+            f"tenant     {tenant}\n"
+            f"asked      {r['endpoint']}, gateway {r['gateway_id']}\n"
+            f"decision   not routed: refused before routing\n"
+            f"outcome    {r['outcome']} HTTP {r['http_status']}{error} "
+            f"after {_ms(r['e2e_ms'])}"
+        )
+        return
     lines = [
         f"request    {r['request_id']}  received {r['received_at']}",
         f"tenant     {r['tenant']} ({r['tenant_id']})",
@@ -731,9 +743,9 @@ def requests_list(
         table.add_row(
             r["request_id"],
             r["received_at"][:19],
-            r["tenant"],
+            r["tenant"] or "-",
             r["segment"] or "-",
-            r["arm"],
+            r["arm"] or "-",
             r["reason"],
             str(r["http_status"]),
             _ms(r["e2e_ms"]),

@@ -8,7 +8,12 @@ from control.contract.errors import ErrorBody, ErrorDetail
 from control.contract.features import Arm, RequestFeatures, SegmentSelector
 from control.contract.heartbeat import HeartbeatAck, SpecCounters, WorkerHeartbeat
 from control.contract.pool import PoolSpec, SpeculativeConfig, lora_module_names
-from control.contract.requests import RequestRecordDoc, SamplingSummary, StructuredKind
+from control.contract.requests import (
+    NOT_ROUTED,
+    RequestRecordDoc,
+    SamplingSummary,
+    StructuredKind,
+)
 from control.contract.slo import (
     DEFAULT_TPOT_SLO_S,
     DEFAULT_TTFT_SLO_S,
@@ -70,6 +75,7 @@ __all__ = [
     "LATENCY_BUCKETS_S",
     "LOAD_BUCKET_EDGES",
     "MOMENT_FIELDS",
+    "NOT_ROUTED",
     "OVERFLOW_LABEL",
     "SLICE_HISTOGRAM_FIELDS",
     "SLO_OBJECTIVE",

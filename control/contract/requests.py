@@ -5,6 +5,11 @@ sampled per tenant; control keeps them for a retention period. Privacy by
 construction: no field can hold prompt, completion or stop text. Sampling
 settings are kept as numbers, flags and counts (a stop list becomes its length,
 a JSON schema its kind).
+
+A request the gateway refused before routing it (bad key, invalid body, unknown or
+forbidden model, bad override header) has a record too: no arm, reason
+`not_routed`, its typed error code, the tenant when the key was recognised, and no
+model (the name it sent is the caller's text until it names a served model).
 """
 
 from datetime import datetime
@@ -20,6 +25,8 @@ StructuredKind = Literal[
 ]
 Outcome = Literal["ok", "error", "cancelled"]
 Endpoint = Literal["chat", "completions"]
+# The reason of a record for a request refused before routing (it has no arm).
+NOT_ROUTED = "not_routed"
 
 
 class SamplingSummary(BaseModel):
@@ -45,11 +52,13 @@ class SamplingSummary(BaseModel):
 class RequestRecordDoc(BaseModel):
     request_id: str = Field(min_length=1, max_length=128)
     received_at: datetime = Field(description="When the gateway received the request (UTC).")
-    tenant_id: int
-    tenant: str = Field(max_length=100)
+    tenant_id: int | None = Field(description="None: refused before the key was recognised.")
+    tenant: str | None = Field(max_length=100)
     endpoint: Endpoint
-    stream: bool
-    model: str = Field(max_length=256, description="The model the request named.")
+    stream: bool = Field(description="False also when refused before the body was read.")
+    model: str | None = Field(
+        max_length=256, description="The model the request named; None: not routed."
+    )
     adapter: str | None = Field(default=None, max_length=256, description="LoRA adapter, if any.")
     segment_id: int | None = None
     segment: str | None = Field(default=None, max_length=200)
@@ -59,8 +68,10 @@ class RequestRecordDoc(BaseModel):
     rollout_version: int | None = None
     pair_version_id: int | None = None
     pair: str | None = Field(default=None, max_length=200, description="Pair version label.")
-    arm: Arm
-    reason: str = Field(max_length=64, description="The decision reason (decision header).")
+    arm: Arm | None = Field(description="None: refused before routing.")
+    reason: str = Field(
+        max_length=64, description=f"The decision reason (decision header); {NOT_ROUTED!r}."
+    )
     pool_id: int | None = None
     worker_id: str | None = Field(default=None, max_length=200)
     engine_version: str | None = Field(default=None, max_length=50)

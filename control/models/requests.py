@@ -26,11 +26,12 @@ class RequestRecordRow(Base):
     request_id: Mapped[str] = mapped_column(String(128))
     gateway_id: Mapped[str] = mapped_column(String(200))
     received_at: Mapped[datetime]
-    tenant_id: Mapped[int]
-    tenant: Mapped[str] = mapped_column(String(100))
+    # None: refused before the key was recognised (see control.contract.requests).
+    tenant_id: Mapped[int | None]
+    tenant: Mapped[str | None] = mapped_column(String(100))
     endpoint: Mapped[str] = mapped_column(String(16))
     stream: Mapped[bool]
-    model: Mapped[str] = mapped_column(String(256))
+    model: Mapped[str | None] = mapped_column(String(256))
     adapter: Mapped[str | None] = mapped_column(String(256))
     segment_id: Mapped[int | None]
     segment: Mapped[str | None] = mapped_column(String(200))
@@ -38,7 +39,7 @@ class RequestRecordRow(Base):
     rollout_version: Mapped[int | None]
     pair_version_id: Mapped[int | None]
     pair: Mapped[str | None] = mapped_column(String(200))
-    arm: Mapped[str] = mapped_column(String(16))
+    arm: Mapped[str | None] = mapped_column(String(16))  # None: refused before routing
     reason: Mapped[str] = mapped_column(String(64))
     pool_id: Mapped[int | None]
     worker_id: Mapped[str | None] = mapped_column(String(200))

@@ -31,7 +31,7 @@ def row_values(gateway_id: str, doc: RequestRecordDoc) -> dict[str, Any]:
     return values | {
         "gateway_id": gateway_id,
         "received_at": as_utc(doc.received_at),
-        "arm": doc.arm.value,
+        "arm": doc.arm.value if doc.arm is not None else None,
         "sampling": doc.sampling.model_dump(),
     }
 

@@ -2,12 +2,16 @@
 
 Both fill the record the same way from what the relay learned (usage, speculative
 counters, first token) and where the request ran; they differ only in the arm,
-reason and rollout they report and in the per-request facts they attach.
+reason and rollout they report and in the per-request facts they attach. A request
+refused before routing gets a bare record (`refusal_record`): who, when, the typed
+error; nothing it sent.
 """
 
 import time
+from datetime import UTC, datetime
 
-from control.contract import Arm
+from control.contract import NOT_ROUTED, Arm, RequestRecordDoc, TenantSpec
+from control.contract.requests import Endpoint
 from gateway.decision.decide import Decision
 from gateway.proxy.relay import RelayResult
 from gateway.routing.balancer import Lease
@@ -67,4 +71,35 @@ def request_record(
         facts=facts,
         routing=routing,
         error_code=result.error_code,
+    )
+
+
+def refusal_record(
+    *,
+    request_id: str,
+    endpoint: Endpoint,
+    tenant: TenantSpec | None,
+    stream: bool,
+    received_at: float,
+    started: float,
+    http_status: int,
+    error_code: str,
+) -> RequestRecordDoc:
+    """The record of a request refused before routing: no arm, model or sampling (the
+    body was not accepted, and a model name the gateway does not serve is the
+    caller's text), the tenant only when its key was recognised."""
+    return RequestRecordDoc(
+        request_id=request_id,
+        received_at=datetime.fromtimestamp(received_at, UTC),
+        tenant_id=tenant.id if tenant else None,
+        tenant=tenant.name if tenant else None,
+        endpoint=endpoint,
+        stream=stream,
+        model=None,
+        arm=None,
+        reason=NOT_ROUTED,
+        e2e_ms=max((time.monotonic() - started) * 1000.0, 0.0),
+        outcome="error",
+        http_status=http_status,
+        error_code=error_code,
     )

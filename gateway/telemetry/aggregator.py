@@ -225,22 +225,34 @@ class TelemetryAggregator:
             doc = None
             self._record_dropped("invalid")
         with self._lock:
-            if self._last_drained_start is not None and start <= self._last_drained_start:
-                start = self._last_drained_start + self.window_seconds
-                self.late_records += 1
-            window = self._windows.get(start)
-            if window is None:
-                window = self._open_window(start)
+            window = self._window_for(start)
             acc = window.by_key.get(key)
             if acc is None:
                 acc = window.by_key[key] = _Accumulator()
             acc.add(rec)
             if doc is not None:
-                if len(window.records) < self.max_records_per_window:
-                    window.records.append(doc)
-                else:
-                    window.records_dropped += 1
-                    self._record_dropped("window_cap")
+                self._keep(window, doc)
+
+    def record_refusal(self, doc: RequestRecordDoc, finished_at: float) -> None:
+        """Keep the record of a request refused before routing: it ships with the
+        window's records (same cap) and adds to no counter or histogram, which hold
+        routed requests only."""
+        with self._lock:
+            self._keep(self._window_for(self.window_start_of(finished_at)), doc)
+
+    def _window_for(self, start: int) -> _Window:
+        if self._last_drained_start is not None and start <= self._last_drained_start:
+            start = self._last_drained_start + self.window_seconds
+            self.late_records += 1
+        window = self._windows.get(start)
+        return window if window is not None else self._open_window(start)
+
+    def _keep(self, window: _Window, doc: RequestRecordDoc) -> None:
+        if len(window.records) < self.max_records_per_window:
+            window.records.append(doc)
+        else:
+            window.records_dropped += 1
+            self._record_dropped("window_cap")
 
     def _record_dropped(self, reason: str) -> None:
         self.dropped_request_records += 1

@@ -29,13 +29,18 @@ class RequestFacts:
     sample_rate: float = 1.0  # the tenant's share of requests that get a record
 
     def sampled(self, request_id: str) -> bool:
-        """Deterministic per request id: a retried id is kept or skipped alike."""
-        if self.sample_rate >= 1.0:
-            return True
-        if self.sample_rate <= 0.0:
-            return False
-        digest = hashlib.blake2b(request_id.encode(), digest_size=8).digest()
-        return int.from_bytes(digest) / 2.0**64 < self.sample_rate
+        return sampled(request_id, self.sample_rate)
+
+
+def sampled(request_id: str, sample_rate: float) -> bool:
+    """Whether a request gets a record, deterministic per request id: a retried id is
+    kept or skipped alike."""
+    if sample_rate >= 1.0:
+        return True
+    if sample_rate <= 0.0:
+        return False
+    digest = hashlib.blake2b(request_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest) / 2.0**64 < sample_rate
 
 
 @dataclass(frozen=True, slots=True)

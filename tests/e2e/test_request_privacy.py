@@ -71,6 +71,9 @@ def _capture_all_logs() -> Iterator[_Capture]:
             lg.setLevel(level)
 
 
+REFUSED = {"privacy-no-model", "privacy-invalid"}
+
+
 def _records(control_url: str, n: int, timeout_s: float = 20.0) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     items: list[dict[str, Any]] = []
@@ -169,7 +172,8 @@ def _send_every_path(gw: GatewayServer, key: str) -> dict[str, tuple[str, str]]:
             extra_headers=rid("engine-refusal") | {"x-specroute-speculation": "off"},
         )
     expected["privacy-engine-refusal"] = ("baseline", "override_header")
-    # Refused before routing (no record): an unknown model, an invalid value.
+    # Refused before routing (a record with no arm, model or text): an unknown model,
+    # an invalid value.
     with pytest.raises(openai.NotFoundError):
         client.completions.create(
             model=f"m-{MARKER}", prompt=MARKER, max_tokens=4, extra_headers=rid("no-model")
@@ -219,7 +223,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             ) as gw:
                 wait_routable(gw)
                 expected = _send_every_path(gw, provisioned.tenant_keys["acme"])
-                records = _records(control_url, len(expected))
+                records = _records(control_url, len(expected) + len(REFUSED))
                 gateway_metrics = httpx.get(gw.base_url + "/metrics").text
             control_metrics = httpx.get(control_url + "/metrics").text
             cli = CliRunner().invoke(
@@ -231,7 +235,15 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
 
     # Every routed request has its record, with the decision the client saw.
     by_id = {r["request_id"]: r for r in records}
-    assert set(by_id) == set(expected)
+    assert set(by_id) == set(expected) | REFUSED
+    for request_id in REFUSED:
+        rec = by_id.pop(request_id)
+        assert (rec["arm"], rec["reason"], rec["model"], rec["outcome"]) == (
+            None,
+            "not_routed",
+            None,
+            "error",
+        )
     for request_id, (arm, reason) in expected.items():
         rec = by_id[request_id]
         assert rec["tenant"] == "acme" and rec["segment"] == "code-completion"

@@ -8,10 +8,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
+import openai
 import pytest
+from typer.testing import CliRunner
 
+from control.cli.admin import app as admin_cli
 from tests.fixtures.services import require_redis
 from tests.gateway.server import GatewayServer, run_gateway, serve_app
 
@@ -159,3 +163,105 @@ def test_a_revoked_key_is_refused_within_the_propagation_bound(
     print(f"revoked key refused after (s): {sorted(round(x, 3) for x in latencies)}")
     # One poll interval, plus the poll itself and the snapshot compile on a busy box.
     assert max(latencies) < 2 * poll_s, latencies
+
+
+REFUSED_MARKER = "refused-marker-7f3a9c"
+
+
+def _record(control_url: str, request_id: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resp = httpx.get(f"{control_url}/admin/v1/requests/{request_id}", headers=headers)
+        if resp.status_code == 200:
+            assert REFUSED_MARKER not in resp.text
+            doc: dict[str, Any] = resp.json()
+            return doc
+        assert resp.status_code == 404, resp.text
+        assert time.monotonic() < deadline, f"no record of {request_id}"
+        time.sleep(0.1)
+
+
+def test_requests_refused_before_routing_have_a_typed_record_without_text(
+    tmp_path: Path, control_url: str
+) -> None:
+    key = _new_tenant_key(control_url, "acme")
+    with run_gateway(
+        tmp_path,
+        None,
+        control_url=control_url,
+        internal_token=INTERNAL,
+        snapshot_poll_seconds=0.2,
+        telemetry_window_seconds=1,
+        telemetry_flush_seconds=0.2,
+    ) as gw:
+        _wait_for_key(gw, key, 5.0)
+        client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0)
+        stranger = openai.OpenAI(
+            base_url=gw.base_url + "/v1", api_key=f"sk-{REFUSED_MARKER}", max_retries=0
+        )
+
+        def rid(name: str) -> dict[str, str]:
+            return {"x-request-id": f"refused-{name}"}
+
+        with pytest.raises(openai.AuthenticationError):
+            stranger.completions.create(
+                model="tiny", prompt=REFUSED_MARKER, max_tokens=4, extra_headers=rid("key")
+            )
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(
+                model=f"m-{REFUSED_MARKER}",
+                messages=[{"role": "user", "content": REFUSED_MARKER}],
+                stream=True,
+                extra_headers=rid("model"),
+            )
+        with pytest.raises(openai.UnprocessableEntityError):
+            client.completions.create(
+                model="tiny", prompt=REFUSED_MARKER, temperature=9.0, extra_headers=rid("invalid")
+            )
+        broken = httpx.post(
+            gw.base_url + "/v1/completions",
+            content=b'{"model": "tiny", "prompt": "' + REFUSED_MARKER.encode(),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+            | rid("json"),
+        )
+        assert broken.status_code == 400
+
+        records = {name: _record(control_url, f"refused-{name}") for name in KINDS}
+        gateway_metrics = httpx.get(gw.base_url + "/metrics").text
+
+    for name, (status, code, tenant, endpoint, stream) in KINDS.items():
+        r = records[name]
+        assert (r["http_status"], r["error_code"], r["outcome"]) == (status, code, "error"), r
+        assert (r["arm"], r["reason"], r["model"]) == (None, "not_routed", None), r
+        assert r["tenant"] == tenant and (r["tenant_id"] is None) == (tenant is None)
+        assert (r["endpoint"], r["stream"]) == (endpoint, stream)
+        assert r["segment"] is None and r["pool_id"] is None and r["e2e_ms"] >= 0
+    # Routed requests only in the request metrics; the marker nowhere.
+    assert "\nspecroute_gateway_requests_total{" not in gateway_metrics
+    assert REFUSED_MARKER not in gateway_metrics
+    listed = httpx.get(
+        f"{control_url}/admin/v1/requests",
+        params={"tenant": "acme"},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    assert {r["request_id"] for r in listed.json()["items"]} == {
+        "refused-model",
+        "refused-invalid",
+        "refused-json",
+    }
+    cli = CliRunner().invoke(
+        admin_cli, ["--url", control_url, "--token", ADMIN, "request", "refused-key"]
+    )
+    assert cli.exit_code == 0, cli.output
+    assert "unknown (key refused)" in cli.output and "not routed" in cli.output
+    assert "HTTP 401 (invalid_api_key)" in cli.output and REFUSED_MARKER not in cli.output
+
+
+# request -> (HTTP status, error code, tenant, endpoint, stream)
+KINDS: dict[str, tuple[int, str, str | None, str, bool]] = {
+    "key": (401, "invalid_api_key", None, "completions", False),
+    "model": (404, "model_not_found", "acme", "chat", True),
+    "invalid": (422, "invalid_value", "acme", "completions", False),
+    "json": (400, "invalid_json", "acme", "completions", False),
+}
