@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from control.cli.admin import app as admin_cli
+from engine.pools.local import tiny_pair_dir
 from tests.fixtures.services import require_redis
 from tests.gateway.server import GatewayServer, run_gateway, serve_app
 
@@ -186,6 +188,17 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
     tmp_path: Path, control_url: str
 ) -> None:
     key = _new_tenant_key(control_url, "acme")
+    # A pool with no worker serves "tiny": a request for it is decided (it has an arm)
+    # and then finds no worker (503), unlike the ones refused before routing.
+    _admin(
+        control_url,
+        "/pools",
+        {
+            "name": "idle",
+            "served_model_name": "tiny",
+            "target_ref": str(tiny_pair_dir() / "target"),
+        },
+    )
     with run_gateway(
         tmp_path,
         None,
@@ -197,6 +210,11 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
     ) as gw:
         _wait_for_key(gw, key, 5.0)
         client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0)
+        with pytest.raises(openai.InternalServerError):
+            client.completions.create(
+                model="tiny", prompt="x", max_tokens=4, extra_headers={"x-request-id": "decided"}
+            )
+        no_worker = _record(control_url, "decided")
         stranger = openai.OpenAI(
             base_url=gw.base_url + "/v1", api_key=f"sk-{REFUSED_MARKER}", max_retries=0
         )
@@ -238,7 +256,13 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
         assert (r["endpoint"], r["stream"]) == (endpoint, stream)
         assert r["segment"] is None and r["pool_id"] is None and r["e2e_ms"] >= 0
     # Routed requests only in the request metrics; the marker nowhere.
-    assert "\nspecroute_gateway_requests_total{" not in gateway_metrics
+    counted = {
+        s.labels["status"]: s.value
+        for family in text_string_to_metric_families(gateway_metrics)
+        for s in family.samples
+        if s.name == "specroute_gateway_requests_total"
+    }
+    assert counted == {"503": 1.0}  # the decided request only
     assert REFUSED_MARKER not in gateway_metrics
     listed = httpx.get(
         f"{control_url}/admin/v1/requests",
@@ -246,10 +270,17 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
         headers={"Authorization": f"Bearer {ADMIN}"},
     )
     assert {r["request_id"] for r in listed.json()["items"]} == {
+        "decided",
         "refused-model",
         "refused-invalid",
         "refused-json",
     }
+    assert (no_worker["tenant"], no_worker["arm"], no_worker["model"]) == (
+        "acme",
+        "baseline",
+        "tiny",
+    )
+    assert (no_worker["http_status"], no_worker["error_code"]) == (503, "no_healthy_worker")
     cli = CliRunner().invoke(
         admin_cli, ["--url", control_url, "--token", ADMIN, "request", "refused-key"]
     )
