@@ -189,3 +189,60 @@ def test_latency_slo_targets_are_exported_per_segment_on_the_gateway_buckets(
     }
     assert exposed[("specroute_gateway_ttft_seconds_bucket", "chat", "0.3981072")] == 1.0
     assert exposed[("specroute_gateway_tpot_seconds_bucket", "code", "0.2511886")] == 1.0
+
+
+def test_engine_cost_counters_are_exported_per_worker_from_heartbeats(
+    app_client: TestClient, agent_headers: AgentHeaders, seeded: dict[str, Any]
+) -> None:
+    def beat(worker: str, pool: dict[str, Any], **values: Any) -> None:
+        response = app_client.post(
+            f"/internal/v1/workers/{worker}/heartbeat",
+            headers=agent_headers(pool["id"]),
+            json={
+                "pool_id": pool["id"],
+                "endpoint_url": "http://127.0.0.1:1",
+                "healthy": True,
+                "sent_at": datetime.now(UTC).isoformat(),
+                **values,
+            },
+        )
+        assert response.status_code == 200, response.text
+
+    spec_counters = {"num_drafts": 10, "num_draft_tokens": 30, "num_accepted_tokens": 17}
+    beat(
+        "spec-0",
+        seeded["spec_pool"],
+        draft_loaded=True,
+        spec=spec_counters,
+        cpu_seconds=12.5,
+        generation_tokens=40,
+    )
+    beat("base-0", seeded["baseline_pool"], cpu_seconds=3.25, generation_tokens=9)
+    beat("blind-0", seeded["baseline_pool"])  # an agent without the server's pid: no CPU figure
+    # A negative or non-finite counter is refused at the door.
+    bad = app_client.post(
+        "/internal/v1/workers/spec-0/heartbeat",
+        headers=agent_headers(seeded["spec_pool"]["id"]),
+        json={
+            "pool_id": seeded["spec_pool"]["id"],
+            "endpoint_url": "http://127.0.0.1:1",
+            "healthy": True,
+            "sent_at": datetime.now(UTC).isoformat(),
+            "cpu_seconds": -1,
+        },
+    )
+    assert bad.status_code == 422
+
+    pv = str(seeded["version"]["id"])
+    cost = {
+        (name, dict(labels)["worker"], dict(labels)["pair_version"]): value
+        for (name, labels), value in scrape(app_client).items()
+        if name.startswith("specroute_control_worker_") and "kv_cache" not in name
+    }
+    assert cost == {
+        ("specroute_control_worker_cpu_seconds_total", "spec-0", pv): 12.5,
+        ("specroute_control_worker_accepted_tokens_total", "spec-0", pv): 17.0,
+        ("specroute_control_worker_generation_tokens_total", "spec-0", pv): 40.0,
+        ("specroute_control_worker_cpu_seconds_total", "base-0", "none"): 3.25,
+        ("specroute_control_worker_generation_tokens_total", "base-0", "none"): 9.0,
+    }

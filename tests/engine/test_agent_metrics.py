@@ -59,3 +59,14 @@ def test_spec_server_before_its_first_draft_reports_zeroes() -> None:
     m = parse_engine_metrics(text)
     assert m.spec is not None and m.spec.num_drafts == 0 and m.spec.accepted_per_position == []
     assert (m.running, m.waiting, m.kv_cache_usage) == (0, 0, 0.0)
+
+
+def test_emitted_tokens_are_summed_over_engines_and_none_when_not_exported() -> None:
+    text = TWO_ENGINES + (
+        "# TYPE vllm:generation_tokens counter\n"
+        'vllm:generation_tokens_total{engine="0",model_name="tiny"} 40.0\n'
+        'vllm:generation_tokens_created{engine="0",model_name="tiny"} 1.7e+09\n'
+        'vllm:generation_tokens_total{engine="1",model_name="tiny"} 2.0\n'
+    )
+    assert parse_engine_metrics(text).generation_tokens == 42
+    assert parse_engine_metrics(TWO_ENGINES).generation_tokens is None
