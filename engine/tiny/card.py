@@ -202,8 +202,10 @@ def adapter_sections(pair_dir: Path) -> list[str]:
             m = json.loads(measured_path.read_text())
             lines += [
                 "",
-                f"In vLLM (`python -m engine.tiny.measure --adapter {root.name}`): one server"
-                f" with the draft as speculator (k = {m['num_speculative_tokens']}) and"
+                "In vLLM (`python -m engine.tiny.measure --adapter"
+                f" {root.name} --prompts {m['prompts_per_kind']['code']}`): one server"
+                f" with the draft as speculator (k = {m['num_speculative_tokens']},"
+                f" {m['measurements'][0]['draft_sample_method']} drafting) and"
                 f" `--lora-modules {root.name}=...`; the same styled prompts"
                 f" ({m['prompts_per_kind']['code']} code, {m['prompts_per_kind']['prose']}"
                 f" prose, {m['max_tokens']} tokens each), the request's model naming the"
