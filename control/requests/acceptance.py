@@ -98,12 +98,14 @@ def acceptance_by_adapter(
     segment_id: int | None = None,
     tenant: str | None = None,
 ) -> list[AdapterAcceptance]:
-    """Every (adapter, pair version) with records received in [since, until)."""
+    """Every (adapter, pair version) with routed requests received in [since, until)."""
     filters: list[Any] = equal_to(
         (RequestRecordRow.adapter, adapter),
         (RequestRecordRow.segment_id, segment_id),
         (RequestRecordRow.tenant, tenant),
     )
+    # NOTE: requests refused before routing (no arm) never reached an engine.
+    filters.append(RequestRecordRow.arm.is_not(None))
     filters.append(RequestRecordRow.received_at >= since)
     filters.append(RequestRecordRow.arm.is_not(None))  # refused before routing: no engine
     if until is not None:

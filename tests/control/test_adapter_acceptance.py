@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi.testclient import TestClient
 
+from control.contract.requests import NOT_ROUTED
 from control.requests.acceptance import aggregate
 from tests.control.test_observability import scrape
 from tests.control.test_request_records_api import T0, batch, post, record
@@ -62,6 +63,18 @@ def test_listing_gives_each_adapter_its_measured_acceptance(
             adapter="rot13",
             arm="baseline",
             reason="adapter_mismatch",
+            drafts=0,
+            drafted_tokens=0,
+            accepted_tokens=0,
+            accepted_per_position=[],
+        ),
+        # Refused before routing (no arm): never reached an engine, not counted.
+        record(
+            "refused",
+            model="rot13",
+            adapter="rot13",
+            arm=None,
+            reason=NOT_ROUTED,
             drafts=0,
             drafted_tokens=0,
             accepted_tokens=0,
