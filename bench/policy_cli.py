@@ -24,7 +24,7 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,7 +36,14 @@ from bench import policy as p
 from bench.policy_plot import plot_segments
 from bench.results import load_note, write_section
 from demo.monitor import Monitor
-from demo.plan import DEFAULT_SEGMENTS, DEMO_EXTRA_LAYERS, SERVED_MODEL, AdminClient
+from demo.plan import (
+    DEFAULT_SEGMENTS,
+    DEMO_EXTRA_LAYERS,
+    DEMO_THRESHOLDS,
+    SERVED_MODEL,
+    AdminClient,
+    SegmentPlan,
+)
 from demo.processes import StartupError
 from demo.records import write_records
 from demo.report import plot_tpot
@@ -53,7 +60,7 @@ CORE_CHILDREN = frozenset({"control", "gateway", "engine-spec", "engine-baseline
 console = Console()
 
 
-def _allow_overrides(stack: DemoStack) -> None:
+def allow_overrides(stack: DemoStack) -> None:
     """Let the demo's tenants force an arm with the override header (static phases)."""
     assert stack.provisioned is not None
     admin = AdminClient(stack.endpoints.control_url, stack.endpoints.admin_token)
@@ -65,13 +72,13 @@ def _allow_overrides(stack: DemoStack) -> None:
         admin.close()
 
 
-def _start(stack: DemoStack, tick: Tick) -> None:
+def _start(stack: DemoStack, tick: Tick, thresholds: dict[str, object] | None) -> None:
     tick("migrating the SQLite database")
     stack.migrate()
     stack.start_control(tick)
     tick("registering the pair, pools, segments, thresholds, tenants, rollouts (draft)")
-    stack.register()
-    _allow_overrides(stack)
+    stack.register(thresholds)
+    allow_overrides(stack)
     tick("starting Celery worker and beat, both vLLM pools")
     stack.start_automation()
     stack.start_engines()
@@ -86,12 +93,14 @@ class Phases:
     def __init__(
         self,
         stack: DemoStack,
+        segments: Sequence[SegmentPlan],
         duration_s: float,
         rate_scale: float,
         seed: int,
         progress: Progress,
     ) -> None:
         self.stack = stack
+        self.segments = segments
         self.duration_s = duration_s
         self.rate_scale = rate_scale
         self.seed = seed
@@ -109,7 +118,7 @@ class Phases:
         return TrafficGenerator(
             self.stack.endpoints.gateway_url,
             plan.tenant_keys,
-            DEFAULT_SEGMENTS,
+            self.segments,
             model=SERVED_MODEL,
             seed=self.seed,
             rate_scale=self.rate_scale,
@@ -119,7 +128,7 @@ class Phases:
     async def warm_up(self, seconds: float) -> None:
         """A short burst on each arm (not measured): the first requests of a fresh
         engine pay for compilation and caches."""
-        names = [s.name for s in DEFAULT_SEGMENTS]
+        names = [s.name for s in self.segments]
         for arm in ("baseline", "spec"):
             self.progress.update(self.task, description=f"warm-up on the {arm} arm")
             gen = self.generator(p.override_headers(dict.fromkeys(names, arm)))
@@ -182,7 +191,7 @@ class Phases:
 async def _all_phases(
     stack: DemoStack, phases: Phases, warmup_s: float
 ) -> tuple[dict[str, list[RequestResult]], list[p.OracleChoice], Monitor]:
-    names = [s.name for s in DEFAULT_SEGMENTS]
+    names = [s.name for s in phases.segments]
     plan = stack.provisioned
     assert plan is not None
     await phases.warm_up(warmup_s)
@@ -354,6 +363,20 @@ def policy(
     extra_layers: int = typer.Option(
         DEMO_EXTRA_LAYERS, "--extra-layers", min=0, help="Zero-output blocks (0: shipped pair)."
     ),
+    users: int | None = typer.Option(
+        None,
+        "--users",
+        min=1,
+        help="Distinct users per segment (sticky cohorts: with few, the holdout's share of "
+        "requests strays from its percentage); default: the demo's.",
+    ),
+    holdout: float | None = typer.Option(
+        None,
+        "--holdout",
+        min=0.5,
+        max=50.0,
+        help="The baseline holdout at full, % of cohorts; default: the threshold set's.",
+    ),
     data_dir: Path = typer.Option(
         Path("data/bench-policy"), "--data-dir", help="Stack state, logs, CSV, records (wiped)."
     ),
@@ -370,13 +393,15 @@ def policy(
         raise typer.Exit(code=2) from exc
     stack = DemoStack.create(data_dir)
     stack.heavy_extra_layers = extra_layers
+    segments = [s if users is None else replace(s, users=users) for s in DEFAULT_SEGMENTS]
+    thresholds = None if holdout is None else {**DEMO_THRESHOLDS, "holdout_percentage": holdout}
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop like Ctrl-C
     try:
         with console.status("starting") as status:
-            _start(stack, status.update)
+            _start(stack, status.update, thresholds)
         with Progress(console=console) as progress:
-            phases = Phases(stack, duration, rate_scale, seed, progress)
+            phases = Phases(stack, segments, duration, rate_scale, seed, progress)
             results, oracle, monitor = asyncio.run(_all_phases(stack, phases, warmup))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: stopping every process the run started")
@@ -413,7 +438,9 @@ def policy(
         command = (
             f"specroute bench policy --duration {duration:g} --seed {seed} "
             f"--rate-scale {rate_scale:g} --warmup {warmup:g} --extra-layers {extra_layers} "
-            f"--write-results {write_results}"
+            + (f"--users {users} " if users is not None else "")
+            + (f"--holdout {holdout:g} " if holdout is not None else "")
+            + f"--write-results {write_results}"
         )
         section = [
             SECTION,

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -172,12 +173,16 @@ class DemoStack:
 
         return build_heavy_pair(root, self.data_dir / "pair", self.heavy_extra_layers)
 
-    def register(self) -> Provisioned:
+    def register(self, thresholds: dict[str, Any] | None = None) -> Provisioned:
+        """`thresholds`: the threshold set to register instead of the demo's."""
         root = self.pair_root()
         admin = AdminClient(self.endpoints.control_url, self.endpoints.admin_token)
         try:
             self.provisioned = provision(
-                admin, target_dir=str(root / "target"), draft_dir=str(root / "draft")
+                admin,
+                target_dir=str(root / "target"),
+                draft_dir=str(root / "draft"),
+                thresholds=thresholds,
             )
         finally:
             admin.close()

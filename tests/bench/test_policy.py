@@ -229,3 +229,10 @@ def test_cli_refuses_bad_input_before_starting_anything(tmp_path: Path) -> None:
     assert refused.exit_code == 2
     assert "not made by the demo" in " ".join(refused.output.split())
     assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_cli_refuses_a_holdout_or_user_count_out_of_range() -> None:
+    runner = CliRunner()
+    for args in (["--holdout", "0.1"], ["--holdout", "60"], ["--users", "0"]):
+        result = runner.invoke(app, ["policy", *args])
+        assert result.exit_code == 2 and args[0] in result.output, (args, result.output)
