@@ -107,7 +107,6 @@ def acceptance_by_adapter(
     # NOTE: requests refused before routing (no arm) never reached an engine.
     filters.append(RequestRecordRow.arm.is_not(None))
     filters.append(RequestRecordRow.received_at >= since)
-    filters.append(RequestRecordRow.arm.is_not(None))  # refused before routing: no engine
     if until is not None:
         filters.append(RequestRecordRow.received_at < until)
     query = select(*_COLUMNS).where(*filters).execution_options(yield_per=_CHUNK)
