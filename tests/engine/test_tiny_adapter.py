@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from engine.pools.launcher import LaunchOptions, build_server_command
-from engine.tiny.adapter import load_model
+from engine.tiny.adapter import TrainAdapterSettings, load_model, train_adapter
 from engine.tiny.corpus import build_corpus
 from engine.tiny.evaluate import estimate_greedy
 from engine.tiny.lora import (
@@ -28,7 +28,7 @@ from engine.tiny.lora import (
 from engine.tiny.measure import pool_spec
 from engine.tiny.models import build_model, logits_of
 from engine.tiny.shapes import ModelShape
-from engine.tiny.styles import adapter_dir, rot13, styled_prompts
+from engine.tiny.styles import REPORT_FILE, adapter_dir, rot13, styled_prompts
 
 PAIR = Path(__file__).resolve().parents[2] / "engine" / "tiny_pair"
 ROT13 = adapter_dir(PAIR, "rot13")
@@ -117,3 +117,27 @@ def test_the_measured_pool_serves_the_adapter_under_its_name_beside_the_draft() 
     assert "--enable-lora" in argv and "--speculative-config" in argv
     assert argv[argv.index("--lora-modules") + 1] == f"rot13={ROT13}"
     assert "--lora-modules" not in build_server_command(pool_spec(PAIR, 3, "greedy"), 1).argv
+
+
+def test_the_training_run_writes_a_loadable_adapter_and_its_report(tmp_path: Path) -> None:
+    """train-tiny-adapter's pipeline, two steps on short windows (seconds)."""
+    for role in ("target", "draft"):
+        (tmp_path / role).symlink_to(PAIR / role)
+    report = train_adapter(
+        TrainAdapterSettings(
+            pair_dir=tmp_path, name="smoke", steps=2, eval_prompts=2, eval_new_tokens=8, seq_len=32
+        ),
+        log=lambda _line: None,
+    )
+    out = adapter_dir(tmp_path, "smoke")
+    assert json.loads((out / REPORT_FILE).read_text()) == report
+    assert report["steps"] == 2 and report["adapter_bytes"] == (out / WEIGHTS_FILE).stat().st_size
+    for which in ("unadapted", "adapted"):
+        assert set(report["offline_acceptance"][which]) == {
+            "code_t0",
+            "code_t1.0",
+            "prose_t0",
+            "prose_t1.0",
+        }
+    assert "pair_dir" not in report["settings"]  # no machine's paths in a committed report
+    load_lora(load_model(PAIR / "target"), out)
