@@ -1,5 +1,6 @@
 """Per-request records end to end, and privacy: a unique marker sent in prompts, stop
-strings and user ids through every path appears in no table, log line, metric or record.
+strings and user ids through every path (the shadow's mirror included) appears in no
+table, log line, metric or record.
 
 Real parts: control (uvicorn, SQLite file) provisioned through the admin API, the
 engine agent's heartbeats for the two session vLLM servers, a gateway polling
@@ -22,7 +23,7 @@ from sqlalchemy import create_engine, inspect, text
 from typer.testing import CliRunner
 
 from control.cli.admin import app as admin_cli
-from demo.plan import AdminClient, SegmentPlan, provision, start_rollouts
+from demo.plan import DEMO_THRESHOLDS, AdminClient, SegmentPlan, provision
 from tests.e2e.stack import control_plane, engine_agents, wait_routable
 from tests.fixtures.vllm import RunningServer, require_tiny_pair
 from tests.gateway.server import GatewayServer, run_gateway
@@ -33,6 +34,8 @@ ADMIN = "privacy-admin-token"
 INTERNAL = "privacy-internal-token"
 MARKER = f"PRIVATE-{uuid.uuid4().hex}"
 SEGMENT = SegmentPlan("code-completion", "code", "acme", 0.0, ("x",), 8, 1.0, 1, 1)
+# In shadow: every request is served by the baseline and mirrored to the spec pool.
+SHADOW_SEGMENT = SegmentPlan("prose-shadow", "prose", "acme", 0.7, ("x",), 8, 1.0, 1, 1)
 # Loggers that do not propagate to the root (uvicorn's own configuration).
 _NON_PROPAGATING = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
@@ -74,6 +77,24 @@ def _capture_all_logs() -> Iterator[_Capture]:
 REFUSED = {"privacy-no-model", "privacy-invalid"}
 
 
+def _mirror_outcomes(gw: GatewayServer, timeout_s: float = 20.0) -> dict[str, float]:
+    """The gateway's shadow mirrors by outcome, once the one sent has finished."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        outcomes = {
+            outcome: value
+            for outcome in ("ok", "error", "cancelled", "skipped", "no_worker")
+            if (
+                value := gw.state.metrics.registry.get_sample_value(
+                    "specroute_gateway_shadow_mirrors_total", {"outcome": outcome}
+                )
+            )
+        }
+        if outcomes or time.monotonic() > deadline:
+            return outcomes
+        time.sleep(0.1)
+
+
 def _records(control_url: str, n: int, timeout_s: float = 20.0) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     items: list[dict[str, Any]] = []
@@ -88,7 +109,8 @@ def _records(control_url: str, n: int, timeout_s: float = 20.0) -> list[dict[str
         if len(items) >= n:
             return items
         time.sleep(0.2)
-    raise AssertionError(f"{len(items)} of {n} request records reached control")
+    ids = sorted(r["request_id"] for r in items)
+    raise AssertionError(f"{len(items)} of {n} request records reached control: {ids}")
 
 
 def _table_text(db_url: str) -> str:
@@ -100,6 +122,23 @@ def _table_text(db_url: str) -> str:
                 rows = conn.execute(text(f'SELECT * FROM "{table}"')).all()
                 parts.append(f"{table}: {len(rows)} rows\n" + "\n".join(map(repr, rows)))
             return "\n".join(parts)
+    finally:
+        engine.dispose()
+
+
+def _arm_requests(db_url: str, rollout_id: int) -> dict[str, int]:
+    """Requests per arm in the rollout's stored telemetry windows."""
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT arm, SUM(requests) FROM telemetry_windows WHERE rollout_id = :r "
+                    "GROUP BY arm"
+                ),
+                {"r": rollout_id},
+            ).all()
+            return {str(arm): int(n) for arm, n in rows}
     finally:
         engine.dispose()
 
@@ -172,6 +211,16 @@ def _send_every_path(gw: GatewayServer, key: str) -> dict[str, tuple[str, str]]:
             extra_headers=rid("engine-refusal") | {"x-specroute-speculation": "off"},
         )
     expected["privacy-engine-refusal"] = ("baseline", "override_header")
+    client.chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": f"Tell me about {MARKER}."}],
+        max_tokens=8,
+        temperature=0.7,
+        extra_headers={"x-specroute-task": "prose", "x-request-id": "privacy-shadow"},
+    )
+    # Its mirror to the spec pool (a copy nobody asked for) feeds the rollout's telemetry
+    # windows, not the request records: the caller's record is the request's story.
+    expected["privacy-shadow"] = ("baseline", "shadow")
     # Refused before routing (a record with no arm, model or text): an unknown model,
     # an invalid value.
     with pytest.raises(openai.NotFoundError):
@@ -200,7 +249,8 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             admin,
             target_dir=str(require_tiny_pair() / "target"),
             draft_dir=str(require_tiny_pair() / "draft"),
-            segments=(SEGMENT,),
+            segments=(SEGMENT, SHADOW_SEGMENT),
+            thresholds=DEMO_THRESHOLDS | {"shadow_percentage": 100.0},
         )
         tenants = admin.call("GET", "/tenants")
         acme = next(t for t in tenants if t["name"] == "acme")
@@ -211,7 +261,15 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             "baseline": pools[provisioned.baseline_pool],
         }
         with engine_agents(admin, control_url, pool_ids, servers, prefix="privacy"):
-            start_rollouts(admin, provisioned)
+            for segment, waive in (
+                (SEGMENT, ["offline_evaluation", "shadow"]),  # -> canary
+                (SHADOW_SEGMENT, ["offline_evaluation"]),  # -> shadow
+            ):
+                admin.call(
+                    "POST",
+                    f"/rollouts/{provisioned.rollout_ids[segment.name]}/start",
+                    json={"reason": "privacy test", "waive": waive},
+                )
             with run_gateway(
                 tmp_path / "gw",
                 None,
@@ -223,6 +281,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             ) as gw:
                 wait_routable(gw)
                 expected = _send_every_path(gw, provisioned.tenant_keys["acme"])
+                assert _mirror_outcomes(gw) == {"ok": 1.0}
                 records = _records(control_url, len(expected) + len(REFUSED))
                 gateway_metrics = httpx.get(gw.base_url + "/metrics").text
             control_metrics = httpx.get(control_url + "/metrics").text
@@ -232,6 +291,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             )
         admin.close()
         tables = _table_text(db_url)
+        shadow_windows = _arm_requests(db_url, provisioned.rollout_ids[SHADOW_SEGMENT.name])
 
     # Every routed request has its record, with the decision the client saw.
     by_id = {r["request_id"]: r for r in records}
@@ -246,8 +306,9 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
         )
     for request_id, (arm, reason) in expected.items():
         rec = by_id[request_id]
-        assert rec["tenant"] == "acme" and rec["segment"] == "code-completion"
-        assert rec["rollout_id"] == provisioned.rollout_ids["code-completion"]
+        segment = SHADOW_SEGMENT if "shadow" in request_id else SEGMENT
+        assert rec["tenant"] == "acme" and rec["segment"] == segment.name
+        assert rec["rollout_id"] == provisioned.rollout_ids[segment.name]
         assert rec["rollout_version"] is not None
         if arm:
             assert (rec["arm"], rec["reason"]) == (arm, reason), rec
@@ -268,6 +329,9 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
     assert refused["error_code"] == "upstream_rejected"
     assert cli.exit_code == 0, cli.output
     assert "privacy-chat-spec" in cli.output and "arm=spec reason=override_header" in cli.output
+
+    # The shadow: the caller served by the baseline, its mirror counted for the spec arm.
+    assert shadow_windows == {"baseline": 1, "spec": 1}, shadow_windows
 
     # And the marker is nowhere: not in a table, a log line, a metric or a record.
     assert MARKER not in tables
