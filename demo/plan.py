@@ -3,8 +3,9 @@
 The segments differ in what speculation has to work with on the bundled pair:
 code completion at temperature 0 (greedy: the draft must match the target's
 argmax), prose at 0.7 and creative text at 1.3 (probabilistic drafting: the
-draft must match the target's distribution), and two-token labels, which leave
-no room to amortise a draft. Nothing here says which segment wins: that depends
+draft must match the target's distribution), two-token labels, which leave
+no room to amortise a draft, and a tenant whose requests name its own LoRA adapter
+of the target (rot13), which the unadapted draft was never trained to follow. Nothing here says which segment wins: that depends
 on the pair (see engine/tiny_pair/MODEL_CARD.md) and the machine, and the
 automation decides on what the gateway measured.
 """
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 
 from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS
+from engine.tiny.styles import rot13
 
 PAIR_NAME = "tiny"
 SERVED_MODEL = "tiny"
@@ -35,6 +37,21 @@ class SegmentPlan:
     rate_per_s: float  # mean Poisson arrival rate
     max_in_flight: int  # arrivals beyond this are shed (open loop, bounded)
     users: int  # distinct `user` values, so sticky cohorts spread over both arms
+    # A LoRA adapter the segment's requests name as their model (vLLM's API); the
+    # segment's selector then requires it, and both pools serve it.
+    adapter: str | None = None
+
+    def selector(self) -> dict[str, list[str]]:
+        if self.adapter is None:
+            return {"tasks": [self.task]}
+        return {"tasks": [self.task], "adapters": [self.adapter]}
+
+
+# The bundled LoRA adapter of the tiny target (engine/tiny_pair/adapters/rot13): trained
+# on ROT13-enciphered text the draft never saw, so the unadapted draft's acceptance
+# collapses on its tenant's requests (MODEL_CARD.md: mean acceptance length ~1.1).
+DEMO_ADAPTER = "rot13"
+CIPHER_PROMPTS = tuple(rot13(p) for p in CODE_PROMPTS)
 
 
 DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
@@ -49,6 +66,11 @@ DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
     # Two requests a second: a label costs little, and each arm needs a monitoring block
     # (10 requests) every few seconds for the evidence to settle within the demo.
     SegmentPlan("short-labels", "classify", "globex", 0.0, PROSE_PROMPTS, 2, 2.0, 4, 48),
+    # A tenant's own adapter on the target, drafted for by the unadapted draft: the pair
+    # serves it, but most drafts are rejected.
+    SegmentPlan(
+        "cipher-adapter", "cipher", "initech", 0.0, CIPHER_PROMPTS, 48, 0.5, 2, 24, DEMO_ADAPTER
+    ),
 )
 
 # Tuned so each rollout can be judged within a few minutes of CPU traffic: a
@@ -131,9 +153,20 @@ def provision(
     draft_dir: str,
     segments: tuple[SegmentPlan, ...] = DEFAULT_SEGMENTS,
     thresholds: dict[str, Any] | None = None,
+    adapter_dirs: dict[str, str] | None = None,
 ) -> Provisioned:
     """Register the pair, pools, threshold set, segments, tenants and keys, and one
-    rollout per segment (in draft; `start_rollouts` puts them in canary)."""
+    rollout per segment (in draft; `start_rollouts` puts them in canary).
+    `adapter_dirs`: LoRA adapter name -> directory, served by both pools (every
+    segment's adapter needs one)."""
+    adapters = adapter_dirs or {}
+    missing = {s.adapter for s in segments if s.adapter is not None} - set(adapters)
+    if missing:
+        raise ValueError(f"no directory for the segments' adapter(s) {sorted(missing)}")
+    engine_args = dict(ENGINE_ARGS)
+    if adapters:
+        engine_args["lora-modules"] = [f"{name}={path}" for name, path in adapters.items()]
+        engine_args["max-lora-rank"] = 8
     pair = admin.call("POST", "/pairs", json={"name": PAIR_NAME, "description": "bundled"})
     version = admin.call(
         "POST",
@@ -154,7 +187,7 @@ def provision(
             "served_model_name": SERVED_MODEL,
             "target_ref": target_dir,
             "pair_version_id": version["id"],
-            "engine_args": ENGINE_ARGS,
+            "engine_args": engine_args,
             "desired_workers": 1,
         },
     )
@@ -165,7 +198,7 @@ def provision(
             "name": "tiny-baseline",
             "served_model_name": SERVED_MODEL,
             "target_ref": target_dir,
-            "engine_args": ENGINE_ARGS,
+            "engine_args": engine_args,
             "desired_workers": 1,
         },
     )
@@ -190,8 +223,9 @@ def provision(
             "/segments",
             json={
                 "name": seg.name,
-                "description": f"task={seg.task}, temperature {seg.temperature:g}",
-                "selector": {"tasks": [seg.task]},
+                "description": f"task={seg.task}, temperature {seg.temperature:g}"
+                + (f", adapter {seg.adapter}" if seg.adapter else ""),
+                "selector": seg.selector(),
                 "priority": priority,
             },
         )

@@ -19,9 +19,10 @@ from typing import Any
 
 import httpx
 
-from demo.plan import AdminClient, Provisioned, provision, start_rollouts
+from demo.plan import DEMO_ADAPTER, AdminClient, Provisioned, provision, start_rollouts
 from demo.processes import Child, ProcessStack, StartupError, reap_manifest, wait_http_ok
 from engine.pools.local import tiny_pair_dir, tiny_pair_present
+from engine.tiny.styles import adapter_dir
 
 MARKER = ".specroute-demo"
 # Intervals short enough that the automation judges within a demo's minutes.
@@ -183,6 +184,7 @@ class DemoStack:
                 target_dir=str(root / "target"),
                 draft_dir=str(root / "draft"),
                 thresholds=thresholds,
+                adapter_dirs={DEMO_ADAPTER: str(adapter_dir(tiny_pair_dir(), DEMO_ADAPTER))},
             )
         finally:
             admin.close()

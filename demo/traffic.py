@@ -157,7 +157,7 @@ class TrafficGenerator:
         first: float | None = None
         try:
             raw = await self._clients[seg.tenant].completions.with_raw_response.create(
-                model=self.model,
+                model=seg.adapter or self.model,
                 prompt=prompt,
                 max_tokens=seg.max_tokens,
                 temperature=seg.temperature,

@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -19,12 +20,15 @@ from demo.monitor import (
     mean_acceptance_length,
     spec_counters,
 )
-from demo.plan import DEFAULT_SEGMENTS
+from demo.plan import DEFAULT_SEGMENTS, DEMO_ADAPTER, AdminClient, provision
 from demo.processes import ProcessStack, StartupError, wait_http_ok
 from demo.records import write_records
 from demo.report import acceptance_figure, acceptance_series, clip_limit, tpot_figure
-from demo.stack import MARKER, prepare_data_dir
+from demo.stack import MARKER, DemoStack, prepare_data_dir
 from demo.traffic import RequestResult, TrafficGenerator, parse_decision
+from engine.pools.local import tiny_pair_dir
+from engine.pools.probe_prompts import CODE_PROMPTS
+from engine.tiny.styles import adapter_dir, rot13
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry.record import RequestRecord
 
@@ -317,3 +321,41 @@ def test_the_demo_serves_the_cost_realistic_pair_unless_told_otherwise(tmp_path:
     machine = machine_load((123.0, 0.0, 0.0))
     assert machine["load_start"] == 123.0 and machine["busy"] is True
     assert isinstance(machine["load_end"], float) and machine["cpus"] == os.cpu_count()
+
+
+def test_the_demo_serves_its_adapter_segment_on_both_pools(tmp_path: Path) -> None:
+    stack = DemoStack.create(prepare_data_dir(tmp_path / "run"))
+    try:
+        stack.migrate()
+        stack.start_control(lambda _message: None)
+        plan = stack.register()
+        admin = httpx.Client(
+            base_url=f"{stack.endpoints.control_url}/admin/v1",
+            headers={"Authorization": f"Bearer {stack.endpoints.admin_token}"},
+        )
+        with admin:
+            pools = admin.get("/pools").json()
+            segments = {s["name"]: s for s in admin.get("/segments").json()}
+    finally:
+        stack.stack.stop()
+    adapter_path = adapter_dir(tiny_pair_dir(), DEMO_ADAPTER)
+    assert (adapter_path / "adapter_config.json").is_file()
+    assert {p["name"]: p["engine_args"]["lora-modules"] for p in pools} == {
+        plan.spec_pool: [f"{DEMO_ADAPTER}={adapter_path}"],
+        plan.baseline_pool: [f"{DEMO_ADAPTER}={adapter_path}"],
+    }
+    assert segments["cipher-adapter"]["selector"]["adapters"] == [DEMO_ADAPTER]
+    assert segments["code-completion"]["selector"]["adapters"] is None
+    # Its requests name the adapter as their model, in the adapter's tenant's style.
+    cipher = next(s for s in DEFAULT_SEGMENTS if s.adapter == DEMO_ADAPTER)
+    assert cipher.prompts[0] == rot13(CODE_PROMPTS[0]) != CODE_PROMPTS[0]
+
+
+def test_an_adapter_segment_needs_the_adapters_directory() -> None:
+    with pytest.raises(ValueError, match="rot13"):
+        provision(
+            AdminClient("http://127.0.0.1:9", "unused"),
+            target_dir="t",
+            draft_dir="d",
+            segments=DEFAULT_SEGMENTS,
+        )
