@@ -35,6 +35,7 @@ from rich.progress import Progress, TaskID
 from bench import policy as p
 from bench.policy_plot import plot_segments
 from bench.results import load_note, write_section
+from demo.command import open_stack
 from demo.monitor import Monitor
 from demo.plan import (
     DEFAULT_SEGMENTS,
@@ -47,7 +48,7 @@ from demo.plan import (
 from demo.processes import StartupError
 from demo.records import write_records
 from demo.report import plot_tpot
-from demo.stack import DemoStack, Tick, prepare_data_dir
+from demo.stack import DemoStack, Tick
 from demo.traffic import RequestResult, TrafficGenerator
 
 SECTION = "## Policy vs static"
@@ -386,13 +387,7 @@ def policy(
     """All baseline, all speculation, specroute from canary, and the oracle, on one schedule."""
     started = datetime.now(UTC)
     load_start = os.getloadavg()
-    try:
-        data_dir = prepare_data_dir(data_dir)
-    except StartupError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(code=2) from exc
-    stack = DemoStack.create(data_dir)
-    stack.heavy_extra_layers = extra_layers
+    stack = open_stack(data_dir, extra_layers)
     segments = [s if users is None else replace(s, users=users) for s in DEFAULT_SEGMENTS]
     thresholds = None if holdout is None else {**DEMO_THRESHOLDS, "holdout_percentage": holdout}
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

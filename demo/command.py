@@ -48,6 +48,19 @@ RECENT_S = 15.0
 console = Console()
 
 
+def open_stack(data_dir: Path, extra_layers: int) -> DemoStack:
+    """A stack on a wiped data dir (the demo's own, or a new one); a directory that is
+    not the demo's is refused with exit code 2 and the reason."""
+    try:
+        data_dir = prepare_data_dir(data_dir)
+    except StartupError as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(code=2) from exc
+    stack = DemoStack.create(data_dir)
+    stack.heavy_extra_layers = extra_layers
+    return stack
+
+
 class Interrupted(Exception):
     """SIGTERM, handled like Ctrl-C: stop everything, then exit."""
 
@@ -266,13 +279,7 @@ def demo(
     """Run the end-to-end demo: stack up, open-loop traffic, decisions, report."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     load_start = os.getloadavg()
-    try:
-        data_dir = prepare_data_dir(data_dir)
-    except StartupError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(code=2) from exc
-    stack = DemoStack.create(data_dir)
-    stack.heavy_extra_layers = extra_layers
+    stack = open_stack(data_dir, extra_layers)
     code = 0
     reported = False
     try:

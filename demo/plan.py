@@ -5,9 +5,10 @@ code completion at temperature 0 (greedy: the draft must match the target's
 argmax), prose at 0.7 and creative text at 1.3 (probabilistic drafting: the
 draft must match the target's distribution), two-token labels, which leave
 no room to amortise a draft, and a tenant whose requests name its own LoRA adapter
-of the target (rot13), which the unadapted draft was never trained to follow. Nothing here says which segment wins: that depends
-on the pair (see engine/tiny_pair/MODEL_CARD.md) and the machine, and the
-automation decides on what the gateway measured.
+of the target (rot13), which the unadapted draft was never trained to follow.
+Nothing here says which segment wins: that depends on the pair (see
+engine/tiny_pair/MODEL_CARD.md) and the machine, and the automation decides on what
+the gateway measured.
 """
 
 from dataclasses import dataclass, field
