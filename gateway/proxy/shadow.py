@@ -24,7 +24,7 @@ from gateway.proxy.engine_http import EngineHTTPError
 from gateway.proxy.records import request_record
 from gateway.proxy.relay import RelayResult
 from gateway.proxy.sanitize import NO_SPEC, spec_stats, usage_of
-from gateway.proxy.upstream import _engine_base
+from gateway.proxy.upstream import engine_base
 from gateway.routing.balancer import Lease
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class ShadowMirrors:
         try:
             async with asyncio.timeout(state.settings.shadow_budget_s):
                 response = await state.engine.post(
-                    _engine_base(lease.worker.endpoint_url), path, body, headers
+                    engine_base(lease.worker.endpoint_url), path, body, headers
                 )
                 try:
                     content = await response.read()

@@ -91,7 +91,7 @@ async def open_on_pool(
         try:
             async with asyncio.timeout(header_timeout_s):
                 response = await client.post(
-                    _engine_base(lease.worker.endpoint_url), path, body, headers
+                    engine_base(lease.worker.endpoint_url), path, body, headers
                 )
         except EngineHTTPError as exc:
             # Before any answer: the engine is unreachable or died, so sending the
@@ -132,7 +132,7 @@ async def open_on_pool(
     raise PoolExhausted(last_error)
 
 
-def _engine_base(endpoint_url: str) -> str:
+def engine_base(endpoint_url: str) -> str:
     """Workers register their server root; tolerate one registered with the /v1 suffix."""
     base = endpoint_url.rstrip("/")
     return base.removesuffix("/v1")

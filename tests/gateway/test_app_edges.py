@@ -251,10 +251,10 @@ def test_openapi_documents_the_bodies_and_errors(dead_gateway: GatewayServer) ->
 
 
 def test_worker_registered_with_v1_suffix_is_reached_at_its_root() -> None:
-    from gateway.proxy.upstream import _engine_base
+    from gateway.proxy.upstream import engine_base
 
-    assert _engine_base("http://h:8000/v1/") == "http://h:8000"
-    assert _engine_base("http://h:8000") == "http://h:8000"
+    assert engine_base("http://h:8000/v1/") == "http://h:8000"
+    assert engine_base("http://h:8000") == "http://h:8000"
 
 
 def test_engine_5xx_is_502_and_opens_the_breaker(tmp_path: Path) -> None:
