@@ -22,6 +22,7 @@ import matplotlib.image as mpimg
 import psutil
 import pytest
 
+from demo.plan import DEFAULT_SEGMENTS
 from engine.pools.local import tiny_pair_present
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -85,7 +86,9 @@ def test_short_demo_decides_reports_and_leaves_no_process(tmp_path: Path) -> Non
 
     summary = json.loads((report / "summary.json").read_text())
     by_segment = {s["segment"]: s for s in summary["segments"]}
-    assert set(by_segment) == {"code-completion", "prose", "creative", "short-labels"}
+    # Every segment was served, the one whose requests name the rot13 LoRA adapter too.
+    assert set(by_segment) == {s.name for s in DEFAULT_SEGMENTS}
+    assert "cipher-adapter" in by_segment
     for name, seg in by_segment.items():
         assert seg["requests"] > 0 and seg["ok"] > 0, (name, seg)
     served = sum(s["spec_requests"] for s in by_segment.values())
