@@ -5,9 +5,10 @@ Arrivals are Poisson at a fixed rate, independent of how fast the server answers
 each arm (the baseline, draft-model speculation at several depths, n-gram), each
 segment (prompts x temperature) and each rate, one cell measures the client's
 TTFT and TPOT (p50/p99), end-to-end time per output token, output tokens/s,
-target passes per emitted token, engine CPU time per output token and KV-cache
-use per running sequence. Speedup = the baseline's mean end-to-end time per
-token / the arm's, at the same segment and rate.
+target passes per emitted token, the share of decode steps that drafted, engine
+CPU time per output token and KV-cache use per running sequence. Speedup = the
+baseline's mean end-to-end time per token / the arm's, at the same segment and
+rate.
 
 `bench.break_even_cli` starts the servers and writes the report; this module
 measures servers it is given, so a test can run it against the session's.
@@ -79,8 +80,20 @@ class Cell:
 
     @property
     def target_passes_per_token(self) -> float:
-        # NOTE: every decode step is one target pass; a speculating step emits 1 + accepted.
-        return 1.0 / self.tau if self.tau else 1.0
+        """Target passes / output tokens. Every pass (a prefill, or a decode step) emits
+        one token plus the draft tokens it accepted, so passes = tokens - accepted. Not
+        1 / tau: an n-gram proposer drafts only where it finds a match, and tau counts
+        only the steps that drafted."""
+        tokens = self.tokens
+        return (tokens - self.accepted) / tokens if tokens else 1.0
+
+    @property
+    def drafted_share(self) -> float | None:
+        """Decode steps that carried a draft / all decode steps (None for the baseline)."""
+        if self.k == 0:
+            return None
+        steps = self.tokens - len(self.traces) - self.accepted
+        return min(1.0, self.drafts / steps) if steps > 0 else None
 
     def e2e_per_token_s(self) -> float | None:
         values = [
@@ -102,20 +115,22 @@ class Cell:
             "rate": self.rate,
             "requests": len(self.traces),
             "errors": self.errors,
-            "ttft_p50_ms": _pct(ttft, 50),
-            "ttft_p99_ms": _pct(ttft, 99),
-            "tpot_p50_ms": _pct(tpot, 50),
-            "tpot_p99_ms": _pct(tpot, 99),
+            "ttft_p50_ms": percentile(ttft, 50),
+            "ttft_p99_ms": percentile(ttft, 99),
+            "tpot_p50_ms": percentile(tpot, 50),
+            "tpot_p99_ms": percentile(tpot, 99),
             "e2e_per_token_ms": e2e * 1000 if e2e is not None else None,
             "tokens_per_s": self.tokens / self.wall_s if self.wall_s else None,
             "target_passes_per_token": self.target_passes_per_token,
             "tau": self.tau,
+            "drafted_share": self.drafted_share,
             "cpu_ms_per_token": self.cpu_s * 1000 / self.tokens if self.tokens else None,
             "kv_per_seq": self.kv_per_seq,
         }
 
 
-def _pct(values: Sequence[float], q: float) -> float | None:
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank q-th percentile of sorted `values`; None when empty."""
     if not values:
         return None
     index = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))

@@ -111,12 +111,17 @@ def _fmt(value: object, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _pct_of(share: float | None) -> str:
+    return "-" if share is None else f"{share * 100:.0f}%"
+
+
 def table(cells: list[Cell], c: float) -> list[str]:
     ratio = speedups(cells)
     lines = [
         "| segment | rate /s | arm | n | err | TTFT p50/p99 ms | TPOT p50/p99 ms | e2e ms/token "
-        "| tok/s | target passes/token | tau | CPU ms/token | KV/seq | speedup | predicted |",
-        "|---|---:|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| tok/s | target passes/token | tau | drafted | CPU ms/token | KV/seq | speedup "
+        "| predicted |",
+        "|---|---:|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for cell in sorted(cells, key=lambda x: (x.segment, x.rate, x.k, x.arm)):
         s = cell.summary()
@@ -132,6 +137,7 @@ def table(cells: list[Cell], c: float) -> list[str]:
             f"| {_fmt(s['tpot_p50_ms'])} / {_fmt(s['tpot_p99_ms'])} "
             f"| {_fmt(s['e2e_per_token_ms'])} | {_fmt(s['tokens_per_s'])} "
             f"| {s['target_passes_per_token']:.2f} | {_fmt(tau, '.2f')} "
+            f"| {_pct_of(s['drafted_share'])} "
             f"| {_fmt(s['cpu_ms_per_token'])} | {_fmt(kv * 100 if kv else None, '.2f')}% "
             f"| {_fmt(speed, '.2f')} | {_fmt(predicted, '.2f')} |"
         )
@@ -254,7 +260,10 @@ def break_even(
             "e2e ms/token: mean over requests of end-to-end time / completion tokens; "
             "speedup = the baseline's e2e ms/token / the arm's, same segment and rate; "
             "predicted = tau / (1 + k c), the closed form at low load with the measured tau "
-            "(mean acceptance length); target passes/token = 1 / tau; CPU ms/token: the "
+            "(mean acceptance length over the steps that drafted); target passes/token = "
+            "(output tokens - accepted draft tokens) / output tokens, each pass emitting one "
+            "token plus the drafts it accepted; drafted: the share of decode steps that carried "
+            "a draft (an n-gram proposer drafts only where the context repeats); CPU ms/token: the "
             "server's process tree's CPU time / output tokens; KV/seq: KV-cache use / "
             "running sequences, sampled every 0.5 s.",
             "",

@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.break_even import _pct as percentile
+from bench.break_even import percentile
 from demo.monitor import DecisionEvent
 from demo.report import state_changes
 from demo.traffic import RequestResult

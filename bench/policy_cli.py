@@ -74,17 +74,9 @@ def allow_overrides(stack: DemoStack) -> None:
 
 
 def _start(stack: DemoStack, tick: Tick, thresholds: dict[str, object] | None) -> None:
-    tick("migrating the SQLite database")
-    stack.migrate()
-    stack.start_control(tick)
-    tick("registering the pair, pools, segments, thresholds, tenants, rollouts (draft)")
-    stack.register(thresholds)
+    stack.provision_control(tick, thresholds)
     allow_overrides(stack)
-    tick("starting Celery worker and beat, both vLLM pools")
-    stack.start_automation()
-    stack.start_engines()
-    stack.start_gateway(tick)
-    took = stack.wait_pools_healthy(tick)
+    took = stack.start_serving(tick)
     console.print(f"both pools serving after {took:.0f} s; gateway ready")
 
 

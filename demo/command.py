@@ -227,20 +227,12 @@ def _start(stack: DemoStack) -> None:
         def tick(message: str) -> None:
             status.update(message)
 
-        tick("migrating the SQLite database")
-        stack.migrate()
-        stack.start_control(tick)
-        tick("registering the tiny pair, pools, segments, thresholds, tenants, rollouts")
-        plan = stack.register()
+        plan = stack.provision_control(tick)
         console.print(
             f"registered pair version {plan.pair_version_id}, pools {plan.spec_pool} and "
             f"{plan.baseline_pool}, {len(plan.rollout_ids)} rollouts (draft)"
         )
-        tick("starting Celery worker and beat, both vLLM pools")
-        stack.start_automation()
-        stack.start_engines()
-        stack.start_gateway(tick)
-        took = stack.wait_pools_healthy(tick)
+        took = stack.start_serving(tick)
         console.print(f"both pools serving after {took:.0f} s; gateway ready")
         tick("starting the rollouts (canary)")
         stack.start_rollouts(tick)

@@ -190,6 +190,24 @@ class DemoStack:
             admin.close()
         return self.provisioned
 
+    def provision_control(
+        self, tick: Tick, thresholds: dict[str, Any] | None = None
+    ) -> Provisioned:
+        """Migrate, start the control API and register the demo (rollouts in draft)."""
+        tick("migrating the SQLite database")
+        self.migrate()
+        self.start_control(tick)
+        tick("registering the pair, pools, segments, thresholds, tenants, rollouts (draft)")
+        return self.register(thresholds)
+
+    def start_serving(self, tick: Tick) -> float:
+        """Start Celery, both vLLM pools and the gateway; seconds until both pools serve."""
+        tick("starting Celery worker and beat, both vLLM pools")
+        self.start_automation()
+        self.start_engines()
+        self.start_gateway(tick)
+        return self.wait_pools_healthy(tick)
+
     def start_rollouts(self, tick: Tick, timeout_s: float = 30.0) -> None:
         """Put every rollout in canary and wait until the gateway routes on that snapshot."""
         assert self.provisioned is not None
