@@ -4,7 +4,8 @@
 
 Starts the demo's stack once (control, Celery worker and beat, the gateway, a
 speculating and a baseline vLLM pool on the cost-realistic pair) and sends the
-demo's segment mix, one seeded open-loop schedule, four times:
+demo's segment mix (by default the segments that name no LoRA adapter; --segment
+picks), one seeded open-loop schedule, four times:
 
 1. all baseline (every request forced to the baseline arm with the override header);
 2. all speculation (forced to the spec arm; no holdout, no cohorts);
@@ -73,8 +74,31 @@ def allow_overrides(stack: DemoStack) -> None:
         admin.close()
 
 
-def _start(stack: DemoStack, tick: Tick, thresholds: dict[str, object] | None) -> None:
-    stack.provision_control(tick, thresholds)
+def choose_segments(names: Sequence[str], users: int | None) -> tuple[SegmentPlan, ...]:
+    """The demo's segments by name; none named: every one that names no LoRA adapter.
+
+    NOTE: an adapter segment makes both pools LoRA-enabled, which on CPU slows every
+    request; a static phase sends the whole mix to one pool, so the box saturates and
+    the comparison turns into one pool against two. Name it to include it."""
+    known = {s.name: s for s in DEFAULT_SEGMENTS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown segment(s) {unknown}; the demo's are {sorted(known)}", param_hint="--segment"
+        )
+    chosen = [known[n] for n in dict.fromkeys(names)] or [
+        s for s in DEFAULT_SEGMENTS if s.adapter is None
+    ]
+    return tuple(s if users is None else replace(s, users=users) for s in chosen)
+
+
+def _start(
+    stack: DemoStack,
+    tick: Tick,
+    thresholds: dict[str, object] | None,
+    segments: tuple[SegmentPlan, ...],
+) -> None:
+    stack.provision_control(tick, thresholds, segments)
     allow_overrides(stack)
     took = stack.start_serving(tick)
     console.print(f"both pools serving after {took:.0f} s; gateway ready")
@@ -370,6 +394,12 @@ def policy(
         max=50.0,
         help="The baseline holdout at full, % of cohorts; default: the threshold set's.",
     ),
+    segment_names: list[str] = typer.Option(
+        [],
+        "--segment",
+        help="A demo segment to send (repeat for several); default: every one that names "
+        "no LoRA adapter.",
+    ),
     data_dir: Path = typer.Option(
         Path("data/bench-policy"), "--data-dir", help="Stack state, logs, CSV, records (wiped)."
     ),
@@ -377,16 +407,16 @@ def policy(
     write_results: Path | None = typer.Option(None, "--write-results"),
 ) -> None:
     """All baseline, all speculation, specroute from canary, and the oracle, on one schedule."""
+    segments = choose_segments(segment_names, users)
     started = datetime.now(UTC)
     load_start = os.getloadavg()
     stack = open_stack(data_dir, extra_layers)
-    segments = [s if users is None else replace(s, users=users) for s in DEFAULT_SEGMENTS]
     thresholds = None if holdout is None else {**DEMO_THRESHOLDS, "holdout_percentage": holdout}
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop like Ctrl-C
     try:
         with console.status("starting") as status:
-            _start(stack, status.update, thresholds)
+            _start(stack, status.update, thresholds, segments)
         with Progress(console=console) as progress:
             phases = Phases(stack, segments, duration, rate_scale, seed, progress)
             results, oracle, monitor = asyncio.run(_all_phases(stack, phases, warmup))
@@ -427,6 +457,7 @@ def policy(
             f"--rate-scale {rate_scale:g} --warmup {warmup:g} --extra-layers {extra_layers} "
             + (f"--users {users} " if users is not None else "")
             + (f"--holdout {holdout:g} " if holdout is not None else "")
+            + "".join(f"--segment {n} " for n in dict.fromkeys(segment_names))
             + f"--write-results {write_results}"
         )
         section = [

@@ -19,7 +19,14 @@ from typing import Any
 
 import httpx
 
-from demo.plan import DEMO_ADAPTER, AdminClient, Provisioned, provision, start_rollouts
+from demo.plan import (
+    DEFAULT_SEGMENTS,
+    AdminClient,
+    Provisioned,
+    SegmentPlan,
+    provision,
+    start_rollouts,
+)
 from demo.processes import Child, ProcessStack, StartupError, reap_manifest, wait_http_ok
 from engine.pools.local import tiny_pair_dir, tiny_pair_present
 from engine.tiny.styles import adapter_dir
@@ -174,31 +181,42 @@ class DemoStack:
 
         return build_heavy_pair(root, self.data_dir / "pair", self.heavy_extra_layers)
 
-    def register(self, thresholds: dict[str, Any] | None = None) -> Provisioned:
-        """`thresholds`: the threshold set to register instead of the demo's."""
+    def register(
+        self,
+        thresholds: dict[str, Any] | None = None,
+        segments: tuple[SegmentPlan, ...] = DEFAULT_SEGMENTS,
+    ) -> Provisioned:
+        """`thresholds`: the threshold set to register instead of the demo's. The pools
+        serve the LoRA adapters that `segments` name, and none when they name none (on
+        CPU, a LoRA-enabled engine is slower for every request, adapter or not)."""
         root = self.pair_root()
+        adapters = sorted({s.adapter for s in segments if s.adapter is not None})
         admin = AdminClient(self.endpoints.control_url, self.endpoints.admin_token)
         try:
             self.provisioned = provision(
                 admin,
                 target_dir=str(root / "target"),
                 draft_dir=str(root / "draft"),
+                segments=segments,
                 thresholds=thresholds,
-                adapter_dirs={DEMO_ADAPTER: str(adapter_dir(tiny_pair_dir(), DEMO_ADAPTER))},
+                adapter_dirs={a: str(adapter_dir(tiny_pair_dir(), a)) for a in adapters},
             )
         finally:
             admin.close()
         return self.provisioned
 
     def provision_control(
-        self, tick: Tick, thresholds: dict[str, Any] | None = None
+        self,
+        tick: Tick,
+        thresholds: dict[str, Any] | None = None,
+        segments: tuple[SegmentPlan, ...] = DEFAULT_SEGMENTS,
     ) -> Provisioned:
         """Migrate, start the control API and register the demo (rollouts in draft)."""
         tick("migrating the SQLite database")
         self.migrate()
         self.start_control(tick)
         tick("registering the pair, pools, segments, thresholds, tenants, rollouts (draft)")
-        return self.register(thresholds)
+        return self.register(thresholds, segments)
 
     def start_serving(self, tick: Tick) -> float:
         """Start Celery, both vLLM pools and the gateway; seconds until both pools serve."""
