@@ -77,9 +77,9 @@ def allow_overrides(stack: DemoStack) -> None:
 def choose_segments(names: Sequence[str], users: int | None) -> tuple[SegmentPlan, ...]:
     """The demo's segments by name; none named: every one that names no LoRA adapter.
 
-    NOTE: an adapter segment makes both pools LoRA-enabled, which on CPU slows every
-    request; a static phase sends the whole mix to one pool, so the box saturates and
-    the comparison turns into one pool against two. Name it to include it."""
+    NOTE: an adapter segment makes both pools LoRA-enabled and adds its traffic; with
+    it, each static phase saturated its one pool (bench/RESULTS.md, "Policy vs static"),
+    and a saturated comparison is one pool against two. Name it to include it."""
     known = {s.name: s for s in DEFAULT_SEGMENTS}
     unknown = [n for n in names if n not in known]
     if unknown:

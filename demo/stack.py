@@ -187,8 +187,8 @@ class DemoStack:
         segments: tuple[SegmentPlan, ...] = DEFAULT_SEGMENTS,
     ) -> Provisioned:
         """`thresholds`: the threshold set to register instead of the demo's. The pools
-        serve the LoRA adapters that `segments` name, and none when they name none (on
-        CPU, a LoRA-enabled engine is slower for every request, adapter or not)."""
+        serve the LoRA adapters that `segments` name, and none when they name none (an
+        engine started with LoRA support runs its layers through the LoRA wrappers)."""
         root = self.pair_root()
         adapters = sorted({s.adapter for s in segments if s.adapter is not None})
         admin = AdminClient(self.endpoints.control_url, self.endpoints.admin_token)
