@@ -47,7 +47,7 @@ from tests.e2e.stack import (
     wait_routable,
 )
 from tests.fixtures.vllm import RunningServer, require_tiny_pair
-from tests.gateway.server import GatewayServer, run_gateway
+from tests.gateway.server import GatewayServer, run_control_gateway
 
 pytestmark = pytest.mark.vllm
 
@@ -245,15 +245,7 @@ def test_a_draft_goes_offline_shadow_canary_on_real_engines(
         parts = _register(admin, tmp_path / "prompts.jsonl")
         with engine_agents(admin, control.url, parts["pools"], servers, prefix="lifecycle"):
             _offline_into_shadow(admin, worker, control, vllm_spec_server, parts)
-            with run_gateway(
-                tmp_path / "gw",
-                None,
-                control_url=control.url,
-                internal_token=INTERNAL,
-                snapshot_poll_seconds=0.2,
-                telemetry_window_seconds=1,
-                telemetry_flush_seconds=0.2,
-            ) as gw:
+            with run_control_gateway(tmp_path / "gw", control.url, INTERNAL) as gw:
                 wait_routable(gw)
                 _shadow_into_canary(admin, worker, control, gw, parts)
         admin.close()

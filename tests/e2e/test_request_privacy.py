@@ -26,7 +26,7 @@ from control.cli.admin import app as admin_cli
 from demo.plan import DEMO_THRESHOLDS, AdminClient, SegmentPlan, provision
 from tests.e2e.stack import control_plane, engine_agents, wait_routable
 from tests.fixtures.vllm import RunningServer, require_tiny_pair
-from tests.gateway.server import GatewayServer, run_gateway
+from tests.gateway.server import GatewayServer, run_control_gateway
 
 pytestmark = pytest.mark.vllm
 
@@ -270,15 +270,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
                     f"/rollouts/{provisioned.rollout_ids[segment.name]}/start",
                     json={"reason": "privacy test", "waive": waive},
                 )
-            with run_gateway(
-                tmp_path / "gw",
-                None,
-                control_url=control_url,
-                internal_token=INTERNAL,
-                snapshot_poll_seconds=0.2,
-                telemetry_window_seconds=1,
-                telemetry_flush_seconds=0.2,
-            ) as gw:
+            with run_control_gateway(tmp_path / "gw", control_url, INTERNAL) as gw:
                 wait_routable(gw)
                 expected = _send_every_path(gw, provisioned.tenant_keys["acme"])
                 assert _mirror_outcomes(gw) == {"ok": 1.0}

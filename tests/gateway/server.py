@@ -100,3 +100,24 @@ def run_gateway(
     app = create_app(config_settings)
     with serve_app(app) as base_url:
         yield GatewayServer(base_url=base_url, app=app, snapshot_path=path)
+
+
+@contextmanager
+def run_control_gateway(
+    tmp_path: Path, control_url: str, internal_token: str, **settings: Any
+) -> Iterator[GatewayServer]:
+    """A gateway on a control plane that polls every 0.2 s and flushes 1-s telemetry
+    windows every 0.2 s, so a test sees routing changes and stored windows quickly."""
+    fast: dict[str, Any] = {
+        "snapshot_poll_seconds": 0.2,
+        "telemetry_window_seconds": 1,
+        "telemetry_flush_seconds": 0.2,
+    }
+    with run_gateway(
+        tmp_path,
+        None,
+        control_url=control_url,
+        internal_token=internal_token,
+        **(fast | settings),
+    ) as gw:
+        yield gw

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from control.cli.admin import app as admin_cli
 from engine.pools.local import tiny_pair_dir
 from tests.fixtures.services import require_redis
-from tests.gateway.server import GatewayServer, run_gateway, serve_app
+from tests.gateway.server import GatewayServer, run_control_gateway, run_gateway, serve_app
 
 ADMIN = "e2e-admin-token"
 INTERNAL = "e2e-internal-token"
@@ -199,15 +199,7 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
             "target_ref": str(tiny_pair_dir() / "target"),
         },
     )
-    with run_gateway(
-        tmp_path,
-        None,
-        control_url=control_url,
-        internal_token=INTERNAL,
-        snapshot_poll_seconds=0.2,
-        telemetry_window_seconds=1,
-        telemetry_flush_seconds=0.2,
-    ) as gw:
+    with run_control_gateway(tmp_path, control_url, INTERNAL) as gw:
         _wait_for_key(gw, key, 5.0)
         client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0)
         with pytest.raises(openai.InternalServerError):
