@@ -42,6 +42,7 @@ def build_state(settings: GatewaySettings) -> GatewayState:
             settings.telemetry_window_seconds,
             settings.telemetry_max_pending_windows,
             max_records_per_window=settings.telemetry_max_records_per_window,
+            max_refusal_records_per_window=settings.telemetry_max_refusal_records_per_window,
             on_record_dropped=metrics.observe_request_record_dropped,
         ),
         quota=make_quota_limiter(

@@ -264,8 +264,10 @@ class GatewayMetrics:
         self.request_records_dropped = Counter(
             PREFIX + "request_records_dropped",
             "Sampled per-request records not shipped to control, by reason: window_cap (over "
-            "telemetry_max_records_per_window), invalid (a value past the record contract's "
-            "bounds). The request still counts in its telemetry window. Unit: records.",
+            "telemetry_max_records_per_window), refusal_cap (a request refused before "
+            "routing, over telemetry_max_refusal_records_per_window), invalid (a value past "
+            "the record contract's bounds). The request still counts in its telemetry window "
+            "if it was routed. Unit: records.",
             ["reason"],
             registry=r,
         )

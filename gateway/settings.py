@@ -161,6 +161,15 @@ class GatewaySettings(BaseSettings):
             "Memory while control is down: at most this times the pending windows."
         ),
     )
+    telemetry_max_refusal_records_per_window: int = Field(
+        default=100,
+        ge=0,
+        description=(
+            "Records of requests refused before routing (bad key, bad body, ...) shipped per "
+            "telemetry window, on top of telemetry_max_records_per_window: a flood of refused "
+            "requests cannot push routed requests' records out. Beyond, counted as dropped."
+        ),
+    )
     breaker_failure_threshold: int = Field(
         default=3,
         ge=1,

@@ -170,6 +170,7 @@ class _Window:
     by_key: dict[WindowKey, _Accumulator] = field(default_factory=dict)
     records: list[RequestRecordDoc] = field(default_factory=list)
     records_dropped: int = 0
+    refusals_kept: int = 0  # of `records`: requests refused before routing
 
     @property
     def requests(self) -> int:
@@ -185,6 +186,7 @@ class TelemetryAggregator:
         *,
         started_at: float | None = None,
         max_records_per_window: int = 1000,
+        max_refusal_records_per_window: int = 100,
         on_record_dropped: Callable[[str], None] | None = None,
     ) -> None:
         if window_seconds <= 0:
@@ -195,6 +197,7 @@ class TelemetryAggregator:
         self.window_seconds = window_seconds
         self.max_pending_windows = max_pending_windows
         self.max_records_per_window = max_records_per_window
+        self.max_refusal_records_per_window = max_refusal_records_per_window
         self.on_record_dropped = on_record_dropped
         # window start (epoch seconds) -> window; dicts keep insertion order,
         # and starts are inserted in increasing order, so the first is the oldest.
@@ -235,10 +238,17 @@ class TelemetryAggregator:
 
     def record_refusal(self, doc: RequestRecordDoc, finished_at: float) -> None:
         """Keep the record of a request refused before routing: it ships with the
-        window's records (same cap) and adds to no counter or histogram, which hold
-        routed requests only."""
+        window's records and adds to no counter or histogram, which hold routed
+        requests only. Refusals have their own cap, so a flood of bad keys cannot
+        push the routed requests' records out of a window."""
         with self._lock:
-            self._keep(self._window_for(self.window_start_of(finished_at)), doc)
+            window = self._window_for(self.window_start_of(finished_at))
+            if window.refusals_kept < self.max_refusal_records_per_window:
+                window.records.append(doc)
+                window.refusals_kept += 1
+            else:
+                window.records_dropped += 1
+                self._record_dropped("refusal_cap")
 
     def _window_for(self, start: int) -> _Window:
         if self._last_drained_start is not None and start <= self._last_drained_start:
@@ -248,7 +258,7 @@ class TelemetryAggregator:
         return window if window is not None else self._open_window(start)
 
     def _keep(self, window: _Window, doc: RequestRecordDoc) -> None:
-        if len(window.records) < self.max_records_per_window:
+        if len(window.records) - window.refusals_kept < self.max_records_per_window:
             window.records.append(doc)
         else:
             window.records_dropped += 1

@@ -7,6 +7,7 @@ import pytest
 from control.contract import Arm, SamplingSummary
 from gateway.decision.features import sampling_summary
 from gateway.metrics import GatewayMetrics
+from gateway.proxy.records import refusal_record
 from gateway.proxy.schemas import ChatCompletionBody, CompletionBody
 from gateway.telemetry import RequestRecord, TelemetryAggregator
 from gateway.telemetry.record import RequestFacts, Routing, record_doc
@@ -182,3 +183,38 @@ def test_dropped_records_are_counted_by_reason_in_the_gateway_metrics() -> None:
     lines = body.decode().splitlines()
     assert 'specroute_gateway_request_records_dropped_total{reason="window_cap"} 2.0' in lines
     assert 'specroute_gateway_request_records_dropped_total{reason="invalid"} 1.0' in lines
+
+
+def test_refused_requests_have_their_own_cap_and_leave_routed_records_their_room() -> None:
+    metrics = GatewayMetrics(top_k_segments=4)
+    agg = TelemetryAggregator(
+        "gw-1",
+        window_seconds=10,
+        max_pending_windows=8,
+        max_records_per_window=3,
+        max_refusal_records_per_window=2,
+        on_record_dropped=metrics.observe_request_record_dropped,
+    )
+    # a flood of bad keys first, then the routed requests of the same window
+    for i in range(50):
+        refused = refusal_record(
+            request_id=f"bad{i}",
+            endpoint="chat",
+            tenant=None,
+            stream=False,
+            received_at=T0,
+            started=0.0,
+            http_status=401,
+            error_code="invalid_api_key",
+        )
+        agg.record_refusal(refused, T0 + 1.0)
+    for i in range(4):
+        agg.record(rec(f"ok{i}"))
+    (batch,) = agg.drain_all()
+    assert [r.request_id for r in batch.requests] == ["bad0", "bad1", "ok0", "ok1", "ok2"]
+    assert batch.requests_dropped == 48 + 1
+    # refusals add to no window count: only the four routed requests
+    assert sum(w.requests for w in batch.windows) == 4
+    lines = metrics.render()[0].decode().splitlines()
+    assert 'specroute_gateway_request_records_dropped_total{reason="refusal_cap"} 48.0' in lines
+    assert 'specroute_gateway_request_records_dropped_total{reason="window_cap"} 1.0' in lines
