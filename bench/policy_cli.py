@@ -39,6 +39,7 @@ from bench.results import load_note, write_section
 from demo.command import open_stack
 from demo.monitor import Monitor
 from demo.plan import (
+    ALL_SEGMENTS,
     DEFAULT_SEGMENTS,
     DEMO_EXTRA_LAYERS,
     DEMO_THRESHOLDS,
@@ -80,15 +81,13 @@ def choose_segments(names: Sequence[str], users: int | None) -> tuple[SegmentPla
     NOTE: an adapter segment makes both pools LoRA-enabled and adds its traffic; with
     it, each static phase saturated its one pool (bench/RESULTS.md, "Policy vs static"),
     and a saturated comparison is one pool against two. Name it to include it."""
-    known = {s.name: s for s in DEFAULT_SEGMENTS}
+    known = {s.name: s for s in ALL_SEGMENTS}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise typer.BadParameter(
             f"unknown segment(s) {unknown}; the demo's are {sorted(known)}", param_hint="--segment"
         )
-    chosen = [known[n] for n in dict.fromkeys(names)] or [
-        s for s in DEFAULT_SEGMENTS if s.adapter is None
-    ]
+    chosen = [known[n] for n in dict.fromkeys(names)] or list(DEFAULT_SEGMENTS)
     return tuple(s if users is None else replace(s, users=users) for s in chosen)
 
 

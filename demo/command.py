@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from demo.monitor import DecisionEvent, Monitor, mean_acceptance_length
-from demo.plan import DEFAULT_SEGMENTS, DEMO_EXTRA_LAYERS, DEMO_STAGES, SERVED_MODEL
+from demo.plan import DEMO_EXTRA_LAYERS, DEMO_STAGES, SERVED_MODEL, SegmentPlan, demo_segments
 from demo.processes import StartupError
 from demo.records import write_records
 from demo.report import (
@@ -127,14 +127,19 @@ def _decision_line(d: DecisionEvent) -> str:
 
 
 async def _drive(
-    stack: DemoStack, duration_s: float, rate_scale: float, *, keep_automation: bool
+    stack: DemoStack,
+    segments: tuple[SegmentPlan, ...],
+    duration_s: float,
+    rate_scale: float,
+    *,
+    keep_automation: bool,
 ) -> tuple[TrafficGenerator, Monitor]:
     plan = stack.provisioned
     assert plan is not None
     gen = TrafficGenerator(
         stack.endpoints.gateway_url,
         plan.tenant_keys,
-        DEFAULT_SEGMENTS,
+        segments,
         model=SERVED_MODEL,
         rate_scale=rate_scale,
     )
@@ -221,13 +226,13 @@ def _report(
         console.print("  none: the automation changed no rollout's state in this run")
 
 
-def _start(stack: DemoStack) -> None:
+def _start(stack: DemoStack, segments: tuple[SegmentPlan, ...]) -> None:
     with console.status("starting") as status:
 
         def tick(message: str) -> None:
             status.update(message)
 
-        plan = stack.provision_control(tick)
+        plan = stack.provision_control(tick, segments=segments)
         console.print(
             f"registered pair version {plan.pair_version_id}, pools {plan.spec_pool} and "
             f"{plan.baseline_pool}, {len(plan.rollout_ids)} rollouts (draft)"
@@ -267,6 +272,13 @@ def demo(
         help="Zero-output blocks added to the tiny target (the cost-realistic pair, "
         "engine/tiny/heavy.py); 0 serves the bundled pair as shipped.",
     ),
+    adapter_segment: bool = typer.Option(
+        False,
+        "--adapter-segment/--no-adapter-segment",
+        help="Add the cipher-adapter segment (its requests name the rot13 LoRA adapter; "
+        "both pools then serve it, which slows every request on CPU and lowers the "
+        "other segments' acceptance).",
+    ),
 ) -> None:
     """Run the end-to-end demo: stack up, open-loop traffic, decisions, report."""
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -275,9 +287,10 @@ def demo(
     code = 0
     reported = False
     try:
-        _start(stack)
+        segments = demo_segments(adapter_segment)
+        _start(stack, segments)
         gen, monitor = asyncio.run(
-            _drive(stack, duration, rate_scale, keep_automation=keep_running)
+            _drive(stack, segments, duration, rate_scale, keep_automation=keep_running)
         )
         _report(stack, gen, monitor, load_start)
         reported = True

@@ -55,7 +55,7 @@ DEMO_ADAPTER = "rot13"
 CIPHER_PROMPTS = tuple(rot13(p) for p in CODE_PROMPTS)
 
 
-DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
+ALL_SEGMENTS: tuple[SegmentPlan, ...] = (
     # NOTE: low concurrency for code at T=0: on two shared CPU cores a speculating
     # engine can only win while its batch stays small.
     SegmentPlan("code-completion", "code", "acme", 0.0, CODE_PROMPTS, 48, 0.5, 2, 24),
@@ -73,6 +73,19 @@ DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = (
         "cipher-adapter", "cipher", "initech", 0.0, CIPHER_PROMPTS, 48, 0.5, 2, 24, DEMO_ADAPTER
     ),
 )
+
+# What `specroute demo` sends unless --adapter-segment: the segments that name no adapter.
+# NOTE: an adapter segment makes both pools LoRA-enabled. Measured on vLLM 0.32 CPU
+# with rot13 requests in the mix (bench/RESULTS.md, "Demo outcomes"): the other
+# segments' mean acceptance length fell (code 2.94 -> 1.81, prose 2.40 -> 1.70) and
+# every step got slower, so on a slower machine of this kind nothing was promoted.
+DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = tuple(s for s in ALL_SEGMENTS if s.adapter is None)
+
+
+def demo_segments(adapter_segment: bool) -> tuple[SegmentPlan, ...]:
+    """The demo's segments, with or without the one whose requests name a LoRA adapter."""
+    return ALL_SEGMENTS if adapter_segment else DEFAULT_SEGMENTS
+
 
 # Tuned so each rollout can be judged within a few minutes of CPU traffic: a
 # dozen requests per arm, 30 s of stage dwell, evaluation every 20 s (see demo.py).

@@ -9,14 +9,15 @@ import pytest
 import typer
 
 from bench.policy_cli import allow_overrides, choose_segments
-from demo.plan import DEFAULT_SEGMENTS, DEMO_ADAPTER, DEMO_THRESHOLDS
+from demo.plan import ALL_SEGMENTS, DEFAULT_SEGMENTS, DEMO_ADAPTER, DEMO_THRESHOLDS
 from demo.stack import DemoStack, prepare_data_dir
 
 
 def test_the_default_mix_leaves_out_adapter_segments_and_names_are_checked() -> None:
     default = choose_segments([], None)
-    assert [s.name for s in default] == [s.name for s in DEFAULT_SEGMENTS if s.adapter is None]
-    assert len(default) == len(DEFAULT_SEGMENTS) - 1
+    assert default == DEFAULT_SEGMENTS
+    assert [s.name for s in default] == [s.name for s in ALL_SEGMENTS if s.adapter is None]
+    assert len(default) == len(ALL_SEGMENTS) - 1
     chosen = choose_segments(["cipher-adapter", "prose", "prose"], 200)
     assert [(s.name, s.users, s.adapter) for s in chosen] == [
         ("cipher-adapter", 200, DEMO_ADAPTER),

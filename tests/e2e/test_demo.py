@@ -22,7 +22,7 @@ import matplotlib.image as mpimg
 import psutil
 import pytest
 
-from demo.plan import DEFAULT_SEGMENTS
+from demo.plan import ALL_SEGMENTS
 from engine.pools.local import tiny_pair_present
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -60,7 +60,7 @@ def test_short_demo_decides_reports_and_leaves_no_process(tmp_path: Path) -> Non
     data_dir = tmp_path / "demo"
     started = time.monotonic()
     done = subprocess.run(
-        [*SPECROUTE, "demo", "--duration", "60", "--data-dir", str(data_dir)],
+        [*SPECROUTE, "demo", "--duration", "60", "--adapter-segment", "--data-dir", str(data_dir)],
         env=_env(),
         capture_output=True,
         text=True,
@@ -87,7 +87,7 @@ def test_short_demo_decides_reports_and_leaves_no_process(tmp_path: Path) -> Non
     summary = json.loads((report / "summary.json").read_text())
     by_segment = {s["segment"]: s for s in summary["segments"]}
     # Every segment was served, the one whose requests name the rot13 LoRA adapter too.
-    assert set(by_segment) == {s.name for s in DEFAULT_SEGMENTS}
+    assert set(by_segment) == {s.name for s in ALL_SEGMENTS}
     assert "cipher-adapter" in by_segment
     for name, seg in by_segment.items():
         assert seg["requests"] > 0 and seg["ok"] > 0, (name, seg)

@@ -20,7 +20,7 @@ from demo.monitor import (
     mean_acceptance_length,
     spec_counters,
 )
-from demo.plan import DEFAULT_SEGMENTS, DEMO_ADAPTER, AdminClient, provision
+from demo.plan import ALL_SEGMENTS, DEMO_ADAPTER, AdminClient, provision
 from demo.processes import ProcessStack, StartupError, wait_http_ok
 from demo.records import write_records
 from demo.report import acceptance_figure, acceptance_series, clip_limit, tpot_figure
@@ -249,7 +249,7 @@ def test_next_run_reaps_what_a_hard_killed_run_left(tmp_path: Path) -> None:
 
 async def test_traffic_counts_every_arrival_even_when_nothing_answers() -> None:
     # A closed port: every request fails at connect, and each one is still a result.
-    segment = replace(DEFAULT_SEGMENTS[0], rate_per_s=40.0, max_in_flight=1000)
+    segment = replace(ALL_SEGMENTS[0], rate_per_s=40.0, max_in_flight=1000)
     gen = TrafficGenerator("http://127.0.0.1:9", {segment.tenant: "k"}, [segment], model="tiny")
     results = await gen.run(1.0, drain_s=10.0)
     counters = gen.counters[segment.name]
@@ -328,7 +328,7 @@ def test_the_demo_serves_its_adapter_segment_on_both_pools(tmp_path: Path) -> No
     try:
         stack.migrate()
         stack.start_control(lambda _message: None)
-        plan = stack.register()
+        plan = stack.register(segments=ALL_SEGMENTS)
         admin = httpx.Client(
             base_url=f"{stack.endpoints.control_url}/admin/v1",
             headers={"Authorization": f"Bearer {stack.endpoints.admin_token}"},
@@ -347,7 +347,7 @@ def test_the_demo_serves_its_adapter_segment_on_both_pools(tmp_path: Path) -> No
     assert segments["cipher-adapter"]["selector"]["adapters"] == [DEMO_ADAPTER]
     assert segments["code-completion"]["selector"]["adapters"] is None
     # Its requests name the adapter as their model, in the adapter's tenant's style.
-    cipher = next(s for s in DEFAULT_SEGMENTS if s.adapter == DEMO_ADAPTER)
+    cipher = next(s for s in ALL_SEGMENTS if s.adapter == DEMO_ADAPTER)
     assert cipher.prompts[0] == rot13(CODE_PROMPTS[0]) != CODE_PROMPTS[0]
 
 
@@ -357,5 +357,5 @@ def test_an_adapter_segment_needs_the_adapters_directory() -> None:
             AdminClient("http://127.0.0.1:9", "unused"),
             target_dir="t",
             draft_dir="d",
-            segments=DEFAULT_SEGMENTS,
+            segments=ALL_SEGMENTS,
         )
