@@ -79,21 +79,25 @@ class Cell:
         return 1 + self.accepted / self.drafts if self.drafts else None
 
     @property
+    def target_passes(self) -> float:
+        """Prefills plus decode steps. A decode step emits one token plus the drafts it
+        accepted, so steps >= tokens - requests - accepted (the engine's accepted count
+        can include drafts past max_tokens, cut from the output), and every drafting
+        step is one: steps >= drafts, exact where every step drafts (a draft model).
+        Not 1 / tau: an n-gram proposer drafts only where it finds a match, and tau
+        counts only the steps that drafted."""
+        requests = len(self.traces)
+        return requests + max(self.drafts, self.tokens - requests - self.accepted)
+
+    @property
     def target_passes_per_token(self) -> float:
-        """Target passes / output tokens. Every pass (a prefill, or a decode step) emits
-        one token plus the draft tokens it accepted, so passes = tokens - accepted. Not
-        1 / tau: an n-gram proposer drafts only where it finds a match, and tau counts
-        only the steps that drafted."""
-        tokens = self.tokens
-        return (tokens - self.accepted) / tokens if tokens else 1.0
+        return self.target_passes / self.tokens if self.tokens else 1.0
 
     @property
     def drafted_share(self) -> float | None:
         """Decode steps that carried a draft / all decode steps (None for the baseline)."""
-        if self.k == 0:
-            return None
-        steps = self.tokens - len(self.traces) - self.accepted
-        return min(1.0, self.drafts / steps) if steps > 0 else None
+        steps = self.target_passes - len(self.traces)
+        return self.drafts / steps if self.k and steps > 0 else None
 
     def e2e_per_token_s(self) -> float | None:
         values = [

@@ -264,9 +264,10 @@ def break_even(
             "speedup = the baseline's e2e ms/token / the arm's, same segment and rate; "
             "predicted = tau / (1 + k c), the closed form at low load with the measured tau "
             "(mean acceptance length over the steps that drafted); target passes/token = "
-            "(output tokens - accepted draft tokens) / output tokens, each pass emitting one "
-            "token plus the drafts it accepted; drafted: the share of decode steps that carried "
-            "a draft (an n-gram proposer drafts only where the context repeats); CPU ms/token: the "
+            "(prefills + decode steps) / output tokens, where decode steps = max(drafts, "
+            "output tokens - requests - accepted drafts), a step emitting one token plus the "
+            "drafts it accepted; drafted: the share of decode steps that carried a draft (an "
+            "n-gram proposer drafts only where the context repeats); CPU ms/token: the "
             "server's process tree's CPU time / output tokens; KV/seq: KV-cache use / "
             "running sequences, sampled every 0.5 s.",
             "",
