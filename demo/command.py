@@ -276,8 +276,7 @@ def demo(
         False,
         "--adapter-segment/--no-adapter-segment",
         help="Add the cipher-adapter segment (its requests name the rot13 LoRA adapter; "
-        "both pools then serve it, which slows every request on CPU and lowers the "
-        "other segments' acceptance).",
+        "both pools then serve it, which slows every request on CPU).",
     ),
 ) -> None:
     """Run the end-to-end demo: stack up, open-loop traffic, decisions, report."""

@@ -75,10 +75,11 @@ ALL_SEGMENTS: tuple[SegmentPlan, ...] = (
 )
 
 # What `specroute demo` sends unless --adapter-segment: the segments that name no adapter.
-# NOTE: an adapter segment makes both pools LoRA-enabled. Measured on vLLM 0.32 CPU
-# with rot13 requests in the mix (bench/RESULTS.md, "Demo outcomes"): the other
-# segments' mean acceptance length fell (code 2.94 -> 1.81, prose 2.40 -> 1.70) and
-# every step got slower, so on a slower machine of this kind nothing was promoted.
+# NOTE: an adapter segment makes both pools LoRA-enabled and adds its traffic. On a
+# slower machine of this kind the five-segment demo promoted nothing (bench/RESULTS.md,
+# "Demo outcomes"): steps were slower, and the other segments' acceptance fell, which
+# was vLLM's CPU LoRA bug that engine/vllm_fix/lora_rows.py now fixes. The five-segment
+# demo has not been measured again since the fix.
 DEFAULT_SEGMENTS: tuple[SegmentPlan, ...] = tuple(s for s in ALL_SEGMENTS if s.adapter is None)
 
 
