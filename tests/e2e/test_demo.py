@@ -112,6 +112,10 @@ def test_short_demo_decides_reports_and_leaves_no_process(tmp_path: Path) -> Non
     assert "per-segment outcome" in done.stdout
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_engine_start_stops_everything(tmp_path: Path) -> None:
     _require_pair()
     data_dir = tmp_path / "demo"
@@ -121,6 +125,9 @@ def test_ctrl_c_during_engine_start_stops_everything(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # NOTE: a shell's background job (`make test &`) starts with SIGINT ignored, which
+        # the demo would inherit; Ctrl-C must reach it as it does from a terminal.
+        preexec_fn=_default_sigint,
     )
     manifest_path = data_dir / "processes.json"
     server_logs = data_dir / "logs" / "engine-spec"
