@@ -74,3 +74,14 @@ def test_latency_buckets_are_log_spaced_and_histogram_validates() -> None:
     assert LatencyHistogram().total == 0
     with pytest.raises(ValidationError):
         LatencyHistogram(counts=[1, 2, 3])
+
+
+def test_load_slices_add_their_load_sums_and_lose_them_when_one_part_has_none() -> None:
+    from control.contract.telemetry import LoadSlice, add_load_slices
+
+    recorded = add_load_slices([[LoadSlice(load_bucket=4, requests=2, load_sum=9)]] * 2)
+    assert [(s.requests, s.load_sum) for s in recorded] == [(4, 18)]
+    mixed = add_load_slices(
+        [[LoadSlice(load_bucket=4, requests=2, load_sum=9)], [LoadSlice(load_bucket=4, requests=1)]]
+    )
+    assert [(s.requests, s.load_sum) for s in mixed] == [(3, None)]

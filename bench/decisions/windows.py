@@ -72,6 +72,7 @@ def window_of(
             LoadSlice(
                 load_bucket=int(b),
                 requests=int(inside.sum()),
+                load_sum=int(requests.gateway_load[inside].sum()),
                 ttft=histogram(requests.ttft_ms[inside & ok]),
                 tpot=histogram(requests.tpot_ms[inside & multi]),
                 e2e_per_token=histogram(e2e_per_token[inside & ok]),

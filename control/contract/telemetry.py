@@ -82,6 +82,15 @@ class LoadSlice(BaseModel):
 
     load_bucket: int = Field(ge=0, lt=len(LOAD_BUCKET_EDGES))
     requests: int = Field(default=0, ge=0)
+    load_sum: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Sum over the slice's requests of the load at dispatch (None: not recorded; "
+            "the automation then takes the bucket's midpoint). The buckets above 4 are "
+            "ranges, and the load models need each slice's exact mean load."
+        ),
+    )
     ttft: LatencyHistogram = Field(default_factory=LatencyHistogram)
     tpot: LatencyHistogram = Field(default_factory=LatencyHistogram)
     e2e_per_token: LatencyHistogram = Field(default_factory=LatencyHistogram)
@@ -201,8 +210,14 @@ def add_histograms(histograms: Iterable[LatencyHistogram]) -> LatencyHistogram:
     )
 
 
-def _sum_recorded(values: list[float | None]) -> float | None:
-    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+Recorded = TypeVar("Recorded", int, float)
+
+
+def _sum_recorded(values: list[Recorded | None]) -> Recorded | None:
+    """The sum, or None when any part did not record the value."""
+    if any(v is None for v in values):
+        return None
+    return sum(v for v in values if v is not None)
 
 
 Moments = TypeVar("Moments", LoadTotals, RequestAcceptance)
@@ -228,7 +243,11 @@ def add_load_slices(windows: Iterable[Sequence[LoadSlice]]) -> list[LoadSlice]:
         values: dict[str, Any] = {
             name: add_histograms(getattr(s, name) for s in parts) for name in SLICE_HISTOGRAM_FIELDS
         }
-        values |= {"load_bucket": bucket, "requests": sum(s.requests for s in parts)}
+        values |= {
+            "load_bucket": bucket,
+            "requests": sum(s.requests for s in parts),
+            "load_sum": _sum_recorded([s.load_sum for s in parts]),
+        }
         added.append(LoadSlice.model_construct(**values))
     return added
 

@@ -16,6 +16,7 @@ windows per tick and validation would dominate.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -49,6 +50,12 @@ ACCEPTANCE_FIELDS = (
     "judged_sq",
 )
 LOAD_FIELDS = ("dispatched", "gateway_load_sum", "engine_running_sum", "engine_waiting_sum")
+# A load bucket's representative load where a slice did not record its load sum: the
+# mean of the integer loads in [edge_i, edge_i+1) (the open last bucket: 1.25 x its edge).
+BUCKET_MIDPOINTS: tuple[float, ...] = (
+    *((lo + hi - 1) / 2 for lo, hi in itertools.pairwise(LOAD_BUCKET_EDGES)),
+    LOAD_BUCKET_EDGES[-1] * 1.25,
+)
 
 
 class WindowDocument(AcceptanceSource, Protocol):
@@ -84,6 +91,8 @@ class ArmPanel:
     acceptance: NDArray[np.int64]  # [T, len(ACCEPTANCE_FIELDS)]
     moments: NDArray[np.float64]  # [T, N_STRATA, N_METRICS, 3]: n, sum ln, sum ln^2
     counts: NDArray[np.int32]  # [T, N_STRATA, N_METRICS, N_BUCKETS]
+    # Per load stratum: dispatched requests and the sum of their loads at dispatch.
+    strata_load: NDArray[np.float64]  # [T, N_STRATA, 2]
 
     @property
     def slots(self) -> int:
@@ -126,6 +135,7 @@ class WindowArrays:
     load_buckets: NDArray[np.int64]  # [S] occupied load buckets
     moments: NDArray[np.float64]  # [S, N_METRICS, 3]
     counts: NDArray[np.int32]  # [S, N_METRICS, N_BUCKETS]
+    slice_load: NDArray[np.float64]  # [S, 2]: requests, sum of their loads at dispatch
 
 
 def window_arrays(w: WindowDocument) -> WindowArrays:
@@ -140,7 +150,9 @@ def window_arrays(w: WindowDocument) -> WindowArrays:
         buckets = [UNKNOWN_LOAD]
     moments = np.zeros((len(slices), N_METRICS, 3), np.float64)
     counts = np.zeros((len(slices), N_METRICS, N_BUCKETS), np.int32)
+    slice_load = np.zeros((len(slices), 2), np.float64)
     for i, load_slice in enumerate(slices):
+        slice_load[i] = _slice_load(load_slice, buckets[i])
         for m, metric in enumerate(METRICS):
             histogram = load_slice.get(metric)
             if histogram:
@@ -160,7 +172,20 @@ def window_arrays(w: WindowDocument) -> WindowArrays:
         load_buckets=np.asarray(buckets, dtype=np.int64),
         moments=moments,
         counts=counts,
+        slice_load=slice_load,
     )
+
+
+def _slice_load(load_slice: Mapping[str, Any], bucket: int) -> tuple[float, float]:
+    """(requests, sum of loads) of one slice; the bucket's midpoint stands in for a load sum
+    the gateway did not record. A slice of unknown load has none (0, 0)."""
+    if bucket == UNKNOWN_LOAD:
+        return 0.0, 0.0
+    requests = float(load_slice.get("requests") or 0)
+    recorded = load_slice.get("load_sum")
+    if recorded is None:
+        return requests, requests * BUCKET_MIDPOINTS[bucket]
+    return requests, float(recorded)
 
 
 def _has_latency(histograms: Mapping[str, Any]) -> bool:
@@ -236,6 +261,7 @@ def empty_panel(slots: int, positions: int = 0) -> ArmPanel:
         acceptance=np.zeros((slots, len(ACCEPTANCE_FIELDS)), np.int64),
         moments=np.zeros((slots, N_STRATA, N_METRICS, 3), np.float64),
         counts=np.zeros((slots, N_STRATA, N_METRICS, N_BUCKETS), np.int32),
+        strata_load=np.zeros((slots, N_STRATA, 2), np.float64),
     )
 
 
@@ -264,4 +290,5 @@ def build_panel(
         if len(w.load_buckets):
             panel.moments[t, w.load_buckets] += w.moments
             panel.counts[t, w.load_buckets] += w.counts
+            panel.strata_load[t, w.load_buckets] += w.slice_load
     return panel

@@ -74,12 +74,14 @@ def _histograms(names: tuple[str, ...]) -> dict[str, _Histogram]:
 @dataclass(slots=True)
 class _LoadSlice:
     requests: int = 0
+    load_sum: int = 0
     histograms: dict[str, _Histogram] = field(
         default_factory=lambda: _histograms(SLICE_HISTOGRAM_FIELDS)
     )
 
-    def add(self, latencies: dict[str, float | None]) -> None:
+    def add(self, load: int, latencies: dict[str, float | None]) -> None:
         self.requests += 1
+        self.load_sum += load
         for name, histogram in self.histograms.items():
             histogram.add(latencies[name])
 
@@ -87,6 +89,7 @@ class _LoadSlice:
         return LoadSlice(
             load_bucket=bucket,
             requests=self.requests,
+            load_sum=self.load_sum,
             **{name: h.to_contract() for name, h in self.histograms.items()},
         )
 
@@ -162,7 +165,7 @@ class _Accumulator:
         slice_ = self.by_load.get(bucket)
         if slice_ is None:
             slice_ = self.by_load[bucket] = _LoadSlice()
-        slice_.add(latencies)
+        slice_.add(max(gateway_load, 0), latencies)
 
 
 @dataclass(slots=True)

@@ -73,6 +73,8 @@ def test_load_slices_and_request_acceptance_moments() -> None:
     [w] = batch.windows
     assert [(s.load_bucket, s.requests) for s in w.by_load] == [(0, 2), (4, 1)]
     assert LOAD_BUCKET_EDGES[4:6] == (4, 6) and load_bucket(5) == 4
+    # Each slice keeps its exact load sum: bucket 4 spans loads 4 and 5.
+    assert [s.load_sum for s in w.by_load] == [0, 5]
     assert (w.load.dispatched, w.load.gateway_load_sum) == (3, 5)
     assert (w.load.engine_running_sum, w.load.engine_waiting_sum) == (6, 3)
     # Per request: judged t = drafts + accepted - accepted at the last position.
