@@ -1,6 +1,5 @@
 """Control-plane settings (env prefix SPECROUTE_)."""
 
-import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -8,7 +7,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from control.contract import QuotaWeights
-from engine.artifacts import BUNDLED_PAIR_DIR
+from engine.artifacts import default_model_roots
 
 DEV_ADMIN_TOKEN = "specroute-admin-dev"
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
@@ -221,11 +220,7 @@ class ControlSettings(BaseSettings):
     def resolved_model_roots(self) -> list[Path]:
         if self.model_roots is not None:
             return [root.resolve() for root in self.model_roots]
-        roots = [Path.cwd() / "models", BUNDLED_PAIR_DIR]
-        override = os.environ.get("SPECROUTE_TINY_PAIR_DIR")
-        if override:
-            roots.append(Path(override))
-        return [root.resolve() for root in roots]
+        return default_model_roots()
 
     request_record_retention_days: float = Field(
         default=7.0,

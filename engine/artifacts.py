@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 _CHUNK = 1 << 20
 BUNDLED_PAIR_DIR = Path(__file__).resolve().parent / "tiny_pair"
 """The tiny draft-target pair shipped in the package (a default model root)."""
+MODEL_ROOTS_ENV = "SPECROUTE_MODEL_ROOTS"
 # Parts of tokenizer.json that decide which ids a text maps to (and back).
 _TOKENIZER_KEYS = ("model", "normalizer", "pre_tokenizer", "post_processor", "decoder")
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -120,6 +122,32 @@ class PairCheck:
     vocab_size: int
     chat_template_hash: str | None
     warnings: list[str] = field(default_factory=list)
+
+
+def default_model_roots() -> list[Path]:
+    """The directories model paths must resolve inside, when none are configured:
+    `models` under the working directory, the bundled tiny pair and
+    $SPECROUTE_TINY_PAIR_DIR if set."""
+    roots = [Path.cwd() / "models", BUNDLED_PAIR_DIR]
+    override = os.environ.get("SPECROUTE_TINY_PAIR_DIR")
+    if override:
+        roots.append(Path(override))
+    return [root.resolve() for root in roots]
+
+
+def model_roots_from_env() -> list[Path]:
+    """$SPECROUTE_MODEL_ROOTS (a JSON list of directories, as control reads it), else
+    the defaults. Raises ValueError when the variable is set but not such a list."""
+    raw = os.environ.get(MODEL_ROOTS_ENV)
+    if not raw:
+        return default_model_roots()
+    try:
+        roots = json.loads(raw)
+    except ValueError:
+        roots = None
+    if not isinstance(roots, list) or not all(isinstance(r, str) and r for r in roots):
+        raise ValueError(f"{MODEL_ROOTS_ENV} must be a JSON list of directories")
+    return [Path(root).resolve() for root in roots]
 
 
 def sha256_file(path: Path) -> str:

@@ -26,9 +26,18 @@ def list_pools(session: SessionDep, _: Reader) -> list[Pool]:
     "", status_code=status.HTTP_201_CREATED, response_model=Pool, responses=error_responses(409)
 )
 def create_pool(
-    body: PoolCreate, session: SessionDep, principal: Writer, idem: IdempotencyDep
+    body: PoolCreate,
+    session: SessionDep,
+    principal: Writer,
+    idem: IdempotencyDep,
+    settings: SettingsDep,
 ) -> JSONResponse:
-    pool = service.create_pool(session, body, actor=principal.actor)
+    """422 naming the flag (`details.flag`) when `engine_args` set a flag outside the
+    allow-list of docs/engine-args.md: `engine_arg_reserved`, `engine_arg_not_allowed`,
+    `engine_arg_invalid` or `engine_arg_outside_model_roots`."""
+    pool = service.create_pool(
+        session, body, actor=principal.actor, model_roots=settings.resolved_model_roots()
+    )
     return idem.remember(Pool.model_validate(pool), status_code=201)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from control.contract.engine_args import EngineArgRefused, check_engine_args
 from control.domain import InUse, NameTaken, found, record_change
 from control.errors import InvalidRequest
 from control.models import PairVersion, Pool
@@ -26,11 +27,31 @@ def pool_state(pool: Pool) -> dict[str, Any]:
     }
 
 
+class EngineArgsRefused(InvalidRequest):
+    """An engine argument outside the allow-list (control.contract.engine_args)."""
+
+    code = "engine_arg_not_allowed"
+
+
+def check_pool_engine_args(engine_args: dict[str, Any], model_roots: Sequence[Path]) -> None:
+    """422 naming the first flag a pool may not set (reserved, not allowed, a bad
+    value, or a path outside the model roots)."""
+    try:
+        check_engine_args(engine_args, model_roots=model_roots)
+    except EngineArgRefused as exc:
+        raise EngineArgsRefused(
+            exc.message, code=exc.code, details={"param": "engine_args", "flag": exc.flag}
+        ) from None
+
+
 def get_pool(session: Session, pool_id: int) -> Pool:
     return found(repo.get_pool(session, pool_id), "pool", f"pool {pool_id} does not exist")
 
 
-def create_pool(session: Session, body: PoolCreate, *, actor: str) -> Pool:
+def create_pool(
+    session: Session, body: PoolCreate, *, actor: str, model_roots: Sequence[Path]
+) -> Pool:
+    check_pool_engine_args(body.engine_args, model_roots)
     if repo.pool_by_name(session, body.name) is not None:
         raise NameTaken("pool", f"a pool named {body.name!r} exists")
     if body.pair_version_id is not None:
@@ -83,6 +104,7 @@ def update_pool(
     pool = get_pool(session, pool_id)
     before = pool_state(pool)
     if body.engine_args is not None:
+        check_pool_engine_args(body.engine_args, model_roots)
         pool.engine_args = body.engine_args
     if body.desired_workers is not None:
         pool.desired_workers = body.desired_workers

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from control.contract import PoolSpec, SpeculativeConfig
+from control.contract.engine_args import EngineArgRefused, check_engine_args
+from engine.artifacts import model_roots_from_env
 from engine.vllm_fix import pythonpath_with_fix
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-
-# Flags the launcher owns; a pool's engine_args may not override them.
-RESERVED_FLAGS = frozenset({"model", "served-model-name", "host", "port", "speculative-config"})
 
 # NOTE: the CPU build needs eager mode (no CUDA graphs) and is fastest and
 # exact in float32; a pool can still override both through engine_args.
@@ -60,6 +59,9 @@ class LaunchOptions:
     # servers and of the clients, whose streams then arrive late and in bursts.
     pin_process: bool = True
     kv_cache_gib: int = 1  # VLLM_CPU_KVCACHE_SPACE on the CPU build
+    # Directories engine_args' paths (lora-modules) must lie inside; None:
+    # $SPECROUTE_MODEL_ROOTS, else the defaults (as control's model_roots setting).
+    model_roots: tuple[Path, ...] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -157,9 +159,15 @@ def build_server_command(
     """The argv and environment that start one worker of `spec` on `port`."""
     opts = options or LaunchOptions()
     cpu = is_cpu_build() if opts.cpu_build is None else opts.cpu_build
-    clash = RESERVED_FLAGS & {k.removeprefix("--").replace("_", "-") for k in spec.engine_args}
-    if clash:
-        raise LaunchError(f"engine_args may not set {sorted(clash)}: the launcher owns them")
+    # NOTE: control checked these when they were written; checked again here so that a
+    # row written around the API still cannot put a flag of its own on vLLM's command line.
+    try:
+        roots = list(opts.model_roots) if opts.model_roots is not None else model_roots_from_env()
+        check_engine_args(spec.engine_args, model_roots=roots)
+    except EngineArgRefused as exc:
+        raise LaunchError(f"engine_args refused ({exc.code}): {exc.message}") from exc
+    except ValueError as exc:  # a malformed $SPECROUTE_MODEL_ROOTS
+        raise LaunchError(str(exc)) from exc
 
     argv = [opts.python, "-m", SERVER_MODULE, "--model", spec.target_ref]
     argv += ["--served-model-name", spec.served_model_name]

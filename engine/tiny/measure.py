@@ -237,7 +237,9 @@ def measure_adapter(
         for kind in ("code", "prose")
     }
     spec = pool_spec(pair_dir, k, draft_sample_method, adapter=name)
-    server = VllmServer(build_server_command(spec, port, LaunchOptions()), log_dir / f"{name}.log")
+    # The adapter lives in the pair directory, wherever that is: it is this run's model root.
+    options = LaunchOptions(model_roots=(pair_dir,))
+    server = VllmServer(build_server_command(spec, port, options), log_dir / f"{name}.log")
     server.start()
     results: list[Measurement] = []
     try:

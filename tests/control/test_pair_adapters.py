@@ -85,7 +85,9 @@ def test_adapter_reaches_pool_spec_and_snapshot(
                 "name": "sql-base",
                 "served_model_name": "tiny",
                 "target_ref": model_dirs["target"],
-                "engine_args": {"lora-modules": [f"tiny-sql={lora}", "tiny-legal=/x"]},
+                "engine_args": {
+                    "lora-modules": [f"tiny-sql={lora}", f"tiny-legal={lora.parent / 'legal'}"]
+                },
             },
             headers=admin_headers,
         )

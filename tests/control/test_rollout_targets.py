@@ -54,7 +54,8 @@ def test_adapter_sets_must_match_at_creation_and_after_a_pool_change(
 ) -> None:
     setup = _setup(app_client, admin_headers, model_dirs, model_dirs["target"])
     base_id = setup["base"]["id"]
-    with_lora = {"engine_args": {"lora-modules": ["tiny-sql=/x"]}}
+    adapter = Path(model_dirs["target"]).parent / "adapters" / "sql"
+    with_lora = {"engine_args": {"lora-modules": [f"tiny-sql={adapter}"]}}
     assert (
         app_client.patch(f"/admin/v1/pools/{base_id}", json=with_lora, headers=admin_headers)
     ).status_code == 200

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from control.contract import PairVersionSpec, PoolSpec, SpeculativeConfig
+from control.contract.engine_args import ALLOWED_ENGINE_ARGS
 from engine.pools.commands import worker_cores
 from engine.pools.launcher import (
     SERVER_MODULE,
@@ -15,6 +16,7 @@ from engine.pools.launcher import (
     parse_cpu_list,
 )
 from engine.vllm_fix import site_dir
+from tests.fixtures.vllm_flags import PATH_CLASS_OR_CODE_FLAGS, help_flags, hostile_value
 
 
 def pair_version(**overrides: object) -> PairVersionSpec:
@@ -44,6 +46,9 @@ def pool(**overrides: object) -> PoolSpec:
     }
     fields.update(overrides)
     return PoolSpec.model_validate(fields)
+
+
+MODELS = (Path("/models"),)
 
 
 def flag_value(argv: list[str], flag: str) -> str:
@@ -159,9 +164,9 @@ def test_without_fix_the_child_is_told_so() -> None:
     assert cmd.env["SPECROUTE_VLLM_FIX"] == "0"
 
 
-@pytest.mark.parametrize("flag", ["port", "--model", "speculative_config"])
+@pytest.mark.parametrize("flag", ["port", "--model", "speculative_config", "api_key"])
 def test_engine_args_cannot_override_launcher_flags(flag: str) -> None:
-    with pytest.raises(LaunchError, match="launcher owns"):
+    with pytest.raises(LaunchError, match="engine_arg_reserved"):
         build_server_command(pool(engine_args={flag: "x"}), 1)
 
 
@@ -175,7 +180,7 @@ def test_the_pair_versions_adapter_is_served_under_its_id_with_the_pools_own() -
         pair_version=pair_version(adapter_id="tiny-sql", adapter_ref="/models/lora-sql"),
         engine_args={"lora-modules": ["tiny-legal=/models/lora-legal"], "max-lora-rank": 8},
     )
-    argv = build_server_command(spec, 8123, LaunchOptions(cpu_build=False)).argv
+    argv = build_server_command(spec, 8123, LaunchOptions(cpu_build=False, model_roots=MODELS)).argv
     assert "--enable-lora" in argv
     # One flag carrying every adapter: argparse keeps only the last of repeated flags.
     assert argv.count("--lora-modules") == 1
@@ -189,16 +194,44 @@ def test_a_baseline_pool_serves_its_lora_modules_and_no_adapter_means_no_lora() 
         pair_version=None,
         engine_args={"lora-modules": [{"name": "tiny-sql", "path": "/models/lora-sql"}]},
     )
-    argv = build_server_command(base, 8123, LaunchOptions(cpu_build=False)).argv
+    argv = build_server_command(base, 8123, LaunchOptions(cpu_build=False, model_roots=MODELS)).argv
     assert json.loads(flag_value(argv, "--lora-modules")) == {
         "name": "tiny-sql",
         "path": "/models/lora-sql",
     }
     assert "--enable-lora" in argv
-    plain = build_server_command(pool(), 8123, LaunchOptions(cpu_build=False)).argv
+    plain = build_server_command(
+        pool(), 8123, LaunchOptions(cpu_build=False, model_roots=MODELS)
+    ).argv
     assert "--enable-lora" not in plain and "--lora-modules" not in plain
 
 
 def test_an_adapter_id_without_its_path_cannot_launch() -> None:
     with pytest.raises(LaunchError, match="adapter_ref"):
         build_server_command(pool(pair_version=pair_version(adapter_id="tiny-sql")), 8123)
+
+
+@pytest.mark.parametrize(
+    "flag", sorted(PATH_CLASS_OR_CODE_FLAGS | (help_flags() - set(ALLOWED_ENGINE_ARGS)))
+)
+def test_the_launcher_refuses_every_flag_outside_the_allow_list(flag: str) -> None:
+    """Defence in depth: a spec whose engine_args got into the database some other way
+    (a hand-edited row, an older control) still cannot reach vLLM's command line."""
+    spec = pool(engine_args={"max-model-len": 512, flag: hostile_value(flag)})
+    with pytest.raises(LaunchError, match=f"--{flag}"):
+        build_server_command(spec, 1, LaunchOptions(cpu_build=True, model_roots=MODELS))
+
+
+def test_the_launcher_confines_adapters_to_its_model_roots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = pool(engine_args={"lora-modules": [f"a={tmp_path}/a"]})
+    with pytest.raises(LaunchError, match="engine_arg_outside_model_roots"):
+        build_server_command(spec, 1, LaunchOptions(cpu_build=True, model_roots=MODELS))
+    # Unset: $SPECROUTE_MODEL_ROOTS, as control reads it.
+    monkeypatch.setenv("SPECROUTE_MODEL_ROOTS", json.dumps([str(tmp_path)]))
+    argv = build_server_command(spec, 1, LaunchOptions(cpu_build=True)).argv
+    assert flag_value(argv, "--lora-modules") == f"a={tmp_path}/a"
+    monkeypatch.setenv("SPECROUTE_MODEL_ROOTS", "/not-json")
+    with pytest.raises(LaunchError, match="SPECROUTE_MODEL_ROOTS"):
+        build_server_command(spec, 1, LaunchOptions(cpu_build=True))
