@@ -10,9 +10,11 @@ from fastapi import APIRouter, FastAPI
 
 from control.api.body_guard import BodyGuard
 from control.api.handlers import install_error_handlers
+from control.api.request_id import RequestIdMiddleware
 from control.automation.dispatch import GuardDispatch
 from control.contract import INTERNAL_PREFIX
 from control.db import Database
+from control.health import router as health_router
 from control.observability import install_metrics
 from control.settings import ControlSettings, get_settings
 
@@ -88,7 +90,10 @@ def create_app(
     app.state.guard_dispatch = GuardDispatch(settings) if settings.guard_on_telemetry else None
     install_error_handlers(app)
     app.add_middleware(BodyGuard)
+    # Added last: outermost, so the id is set before any other layer logs.
+    app.add_middleware(RequestIdMiddleware)
     app.include_router(admin_router(), prefix=ADMIN_PREFIX)
     app.include_router(internal_router, prefix=INTERNAL_PREFIX)
     install_metrics(app)
+    app.include_router(health_router)
     return app

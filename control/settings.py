@@ -7,6 +7,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from control.contract import QuotaWeights
+from control.contract.logs import LogFormat
 from engine.artifacts import default_model_roots
 
 DEV_ADMIN_TOKEN = "specroute-admin-dev"
@@ -177,6 +178,27 @@ class ControlSettings(BaseSettings):
             "start of its exposure, but at most this long (about the false-alarm horizon "
             "of 1,000 ten-second windows)."
         ),
+    )
+
+    log_format: LogFormat = Field(
+        default="text",
+        description=(
+            "`text` (uvicorn's lines) or `json`: one JSON object per line with ts, level, "
+            "logger, message and the request id (`x-request-id`) of the request it belongs to."
+        ),
+    )
+    shutdown_grace_seconds: int = Field(
+        default=30,
+        ge=0,
+        description=(
+            "On SIGTERM, how long `control serve` lets in-flight requests finish after it "
+            "stops accepting connections; still running after it, they are cancelled."
+        ),
+    )
+    readiness_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="Longest wait of `/readyz` for the database before it answers 503.",
     )
 
     def unset_tokens(self) -> list[str]:

@@ -553,11 +553,13 @@ def _env_rows(cls: type[BaseModel], prefix: str) -> list[tuple[str, str, str, st
 
 def settings_classes() -> list[tuple[str, type[BaseSettings], str]]:
     from control.settings import ControlSettings
+    from dashboards.rules import RulesSettings
     from gateway.settings import GatewaySettings
 
     return [
         ("Control plane and automation", ControlSettings, "SPECROUTE_"),
         ("Gateway", GatewaySettings, "SPECROUTE_GATEWAY_"),
+        ("Alert rules (`python -m dashboards.rules`)", RulesSettings, "SPECROUTE_"),
     ]
 
 

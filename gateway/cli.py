@@ -17,14 +17,34 @@ def serve(
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
     """Serve the gateway; settings come from SPECROUTE_GATEWAY_* variables."""
-    import uvicorn
+    import logging.config
 
+    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
+    from control.contract.logs import uvicorn_json_config
     from gateway.app import create_app
     from gateway.settings import GatewaySettings, MissingToken
 
+    settings = GatewaySettings()
+    log_config = LOGGING_CONFIG
+    if settings.log_format == "json":
+        log_config = uvicorn_json_config(LOGGING_CONFIG)
+        # Before the app is built, so its start-up warnings are JSON lines too.
+        logging.config.dictConfig(log_config)
     try:
-        app = create_app(GatewaySettings())
+        app = create_app(settings)
     except MissingToken as refused:
         typer.echo(f"refusing to start: {refused}", err=True)
         raise typer.Exit(code=2) from None
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    # NOTE: on SIGTERM uvicorn closes the listening socket at once, lets open
+    # requests and streams finish for shutdown_grace_seconds, then cancels them;
+    # the lifespan's shutdown (telemetry flush) runs after.
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        log_config=log_config,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+    )

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from control.contract.logs import LogFormat
+
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
 
 
@@ -177,6 +179,32 @@ class GatewaySettings(BaseSettings):
     )
     breaker_cooldown_s: float = Field(
         default=5.0, gt=0, description="Open breaker: wait this long before one half-open trial."
+    )
+
+    log_format: LogFormat = Field(
+        default="text",
+        description=(
+            "`text` (uvicorn's lines) or `json`: one JSON object per line with ts, level, "
+            "logger, message and the request id (`x-request-id`) of the request it belongs to."
+        ),
+    )
+    shutdown_grace_seconds: int = Field(
+        default=30,
+        ge=0,
+        description=(
+            "On SIGTERM, how long `gateway serve` lets in-flight requests and streams finish "
+            "after it stops accepting connections; still running after it, they are cancelled "
+            "(their clients see the stream end without [DONE]). Telemetry is flushed after."
+        ),
+    )
+
+    ready_requires_fresh_snapshot: bool = Field(
+        default=False,
+        description=(
+            "`/readyz` answers 503 while the snapshot is past its TTL. Off: a stale gateway "
+            "stays ready (it serves every segment on the baseline path), so a control outage "
+            "that makes every replica stale does not empty the gateway's Service."
+        ),
     )
 
     def talks_to_control(self) -> bool:

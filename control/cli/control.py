@@ -65,15 +65,23 @@ def serve(
     ),
 ) -> None:
     """Serve the admin API (/admin/v1) and the internal API (/internal/v1) under uvicorn."""
+    import logging.config
+
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
     from control.access_log import uvicorn_log_config
     from control.app import create_app
+    from control.contract.logs import uvicorn_json_config
     from control.migrate import upgrade
     from control.settings import ControlSettings, MissingTokens
 
     settings = ControlSettings(database_url=_url(database_url), dev_tokens=dev)
+    log_config = uvicorn_log_config(LOGGING_CONFIG)
+    if settings.log_format == "json":
+        log_config = uvicorn_json_config(log_config)
+        # Before the app is built, so its start-up warnings are JSON lines too.
+        logging.config.dictConfig(log_config)
     try:
         app = create_app(settings)
     except MissingTokens as refused:
@@ -86,5 +94,6 @@ def serve(
         host=host,
         port=port,
         log_level=log_level,
-        log_config=uvicorn_log_config(LOGGING_CONFIG),
+        log_config=log_config,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )

@@ -10,6 +10,7 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from control.contract import TenantSpec
+from control.contract.logs import REQUEST_ID
 from gateway.errors import (
     AuthenticationFailed,
     ClientDisconnected,
@@ -31,6 +32,7 @@ def request_id_of(request: Request) -> str:
     given = request.headers.get("x-request-id")
     rid = given if given is not None and _REQUEST_ID.match(given) else os.urandom(16).hex()
     request.state.request_id = rid
+    REQUEST_ID.set(rid)
     return rid
 
 

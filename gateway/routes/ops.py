@@ -1,4 +1,5 @@
-"""Operational endpoints: liveness, readiness (a snapshot is loaded), Prometheus."""
+"""Operational endpoints: liveness, readiness (a snapshot is loaded; fresh on demand),
+Prometheus."""
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -15,13 +16,31 @@ async def healthz() -> JSONResponse:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    store = gateway_state(request).store
+    """Ready once a snapshot is loaded. A snapshot past its TTL (`fresh: false`) keeps
+    the gateway ready by default: it serves every segment on the baseline path, and
+    if control is down every replica is stale at once, so taking them out of their
+    Service would turn a control outage into a full one. With
+    `ready_requires_fresh_snapshot` a stale replica answers 503 instead."""
+    state = gateway_state(request)
+    store = state.store
     snapshot = store.snapshot
     if snapshot is None:
         return JSONResponse({"ready": False, "reason": "no policy snapshot yet"}, status_code=503)
-    return JSONResponse(
-        {"ready": True, "snapshot_version": snapshot.version, "snapshot_age_s": store.age_s()}
-    )
+    age_s = store.age_s()
+    fresh = age_s <= snapshot.ttl_seconds
+    body = {
+        "ready": True,
+        "fresh": fresh,
+        "snapshot_version": snapshot.version,
+        "snapshot_age_s": age_s,
+        "snapshot_ttl_s": snapshot.ttl_seconds,
+    }
+    if not fresh and state.settings.ready_requires_fresh_snapshot:
+        reason = (
+            f"the policy snapshot is {age_s:.1f} s old, past its {snapshot.ttl_seconds:g} s TTL"
+        )
+        return JSONResponse(body | {"ready": False, "reason": reason}, status_code=503)
+    return JSONResponse(body)
 
 
 @router.get("/metrics")

@@ -1,7 +1,9 @@
 """Alert and recording rules pass promtool; the dashboard JSON is generated, not edited."""
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -65,3 +67,37 @@ def test_every_alert_links_a_runbook_that_exists() -> None:
         for section in ("What it means", "What the automation already did", "What to check"):
             assert f"**{section}.**" in text, (alert["alert"], section)
         assert "**How to reverse.**" in text
+
+
+def test_runbook_links_are_made_absolute_from_the_base_url(tmp_path: Path) -> None:
+    from dashboards import rules
+
+    base = "https://git.example.com/specroute/blob/main"
+    rendered_text = subprocess.run(
+        [sys.executable, "-m", "dashboards.rules"],
+        env=os.environ | {"SPECROUTE_RUNBOOK_BASE_URL": base},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    rendered = yaml.safe_load(rendered_text)
+    source = rules.load()
+    links = [a["annotations"]["runbook_url"] for a in rules.alerts(rendered)]
+    paths = [a["annotations"]["runbook_url"] for a in rules.alerts(source)]
+    assert links == [f"{base}/{path}" for path in paths]
+    assert all((ROOT / path).is_file() for path in paths)
+    # Nothing but the links changed, and the rendered file is still valid for promtool.
+    assert rules.absolute_runbooks(rendered, None) == rendered
+    for alert in rules.alerts(rendered):
+        alert["annotations"]["runbook_url"] = alert["annotations"]["runbook_url"].removeprefix(
+            base + "/"
+        )
+    assert rendered == source
+    out_file = tmp_path / "rules.yml"
+    out_file.write_text(rendered_text)
+    check = subprocess.run(
+        [promtool(), "check", "rules", str(out_file)], capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0 and "SUCCESS: 35 rules found" in check.stdout, check.stdout
+    assert yaml.safe_load(rules.render(None)) == source

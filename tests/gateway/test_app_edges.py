@@ -222,7 +222,26 @@ def test_stale_snapshot_header_says_so(tmp_path: Path) -> None:
         resp = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers=_auth())
         assert resp.status_code == 503
         assert resp.headers["x-specroute-decision"] == "arm=baseline; reason=snapshot_stale"
-        assert httpx.get(gw.base_url + "/readyz").status_code == 200  # keeps serving
+        ready = httpx.get(gw.base_url + "/readyz")
+        assert ready.status_code == 200  # keeps serving, on the baseline path
+        assert ready.json()["fresh"] is False
+        assert ready.json()["snapshot_age_s"] > ready.json()["snapshot_ttl_s"]
+
+
+def test_a_stale_snapshot_is_not_ready_when_readiness_requires_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    from tests.gateway.policy import stale
+
+    fresh = make_snapshot(spec_urls=[], baseline_urls=[], version=5)
+    with run_gateway(tmp_path, stale(fresh), ready_requires_fresh_snapshot=True) as gw:
+        ready = httpx.get(gw.base_url + "/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["ready"] is False and ready.json()["fresh"] is False
+        assert "past its 3600 s TTL" in ready.json()["reason"]
+        gw.set_snapshot(fresh.model_copy(update={"version": 6}))
+        again = httpx.get(gw.base_url + "/readyz")
+        assert again.status_code == 200 and again.json()["fresh"] is True
 
 
 def test_workers_leaving_the_snapshot_drop_their_metric_series(tmp_path: Path) -> None:
