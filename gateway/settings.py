@@ -73,8 +73,10 @@ class GatewaySettings(BaseSettings):
         default="local",
         description=(
             "Quota behaviour while Redis is down or slow: `local` enforces each tenant's "
-            "budget per gateway replica in memory, `open` admits everything, `closed` "
-            "refuses limited tenants with 503 quota_unavailable."
+            "budget per gateway replica in memory, counting what Redis had already "
+            "admitted (one replica never exceeds the budget, N replicas at most N x), "
+            "`open` admits everything, `closed` refuses limited tenants with 503 "
+            "quota_unavailable."
         ),
     )
     quota_redis_timeout_s: float = Field(

@@ -8,7 +8,18 @@ most one timeout per interval instead of one per request. While the store is dow
 - ``closed``: refuse with 503 ``quota_unavailable`` (the budget is never exceeded,
   but the front door is shut for limited tenants);
 - ``local`` (the default): enforce the budget per gateway replica with an in-memory
-  limiter, so each replica still caps a tenant (at most replicas x budget).
+  limiter that knows what Redis had already admitted, so one replica never admits
+  more than the budget in a window and N replicas at most N x budget.
+
+The local limiter is this replica's *ledger*: every admission it makes, shared or
+local, is booked there too, and an admission Redis allows is refused (and refunded
+in Redis) when the ledger is already at the limit. That closes the two ways a slow
+Redis used to let one replica overshoot: a call that timed out after Redis had run
+it (the fallback then started from an empty window), and admissions the fallback made
+that Redis never heard of (Redis then admitted a second budget once it answered
+again). The fallback also counts what other replicas had booked at Redis' last answer
+(`used` minus this replica's ledger) until that answer leaves the window, and what it
+admitted on its own is charged to Redis before Redis' next admission.
 """
 
 import asyncio
@@ -16,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 from redis.exceptions import RedisError
@@ -48,6 +59,16 @@ class _StoreDown(Exception):
     pass
 
 
+@dataclass
+class _Outside:
+    """Per tenant: what the rest of the fleet had in Redis, and what Redis lacks."""
+
+    others: float = 0.0  # other replicas' tokens in Redis' window at its last answer
+    others_until: float = 0.0  # when that answer has left the window (local clock)
+    backlog: float = 0.0  # admitted by the local fallback, not yet charged to Redis
+    backlog_until: float = 0.0
+
+
 class GuardedQuotaLimiter(ChargesByCost):
     def __init__(
         self,
@@ -69,6 +90,7 @@ class GuardedQuotaLimiter(ChargesByCost):
         self.clock = clock
         self.failures = 0
         self._skip_until = 0.0
+        self._outside: dict[int, _Outside] = {}
 
     def store_available(self) -> bool:
         return self.clock() >= self._skip_until
@@ -93,9 +115,54 @@ class GuardedQuotaLimiter(ChargesByCost):
             )
             raise _StoreDown from exc
 
-    async def admit(self, tenant: TenantSpec, reserve: float = 0.0) -> QuotaVerdict:
+    def _outside_of(self, tenant_id: int) -> _Outside:
+        return self._outside.setdefault(tenant_id, _Outside())
+
+    async def _push_backlog(self, tenant: TenantSpec) -> None:
+        """Charge Redis with what the fallback admitted while Redis was out of reach,
+        so the next shared admission sees it. Claimed before the await (concurrent
+        admissions push it once); put back when Redis fails again."""
+        outside = self._outside_of(tenant.id)
+        if outside.backlog <= 0 or self.local.clock() >= outside.backlog_until:
+            outside.backlog = 0.0
+            return
+        backlog, outside.backlog = outside.backlog, 0.0
         try:
-            return await self._call("admit", lambda: self.store.admit(tenant, reserve))
+            await self._call("charge", lambda: self.store.charge_cost(tenant, backlog))
+        except _StoreDown:
+            outside.backlog += backlog
+            raise
+
+    async def _admit_shared(self, tenant: TenantSpec, reserve: float) -> QuotaVerdict:
+        await self._push_backlog(tenant)
+        verdict = await self._call("admit", lambda: self.store.admit(tenant, reserve))
+        if not verdict.allowed or verdict.limit is None:
+            return verdict
+        ledger_before = self.local.used(tenant.id)
+        outside = self._outside_of(tenant.id)
+        outside.others = max(verdict.used - ledger_before, 0.0)
+        outside.others_until = self.local.clock() + self.local.window_s
+        mirror = await self.local.admit(tenant, reserve)
+        if not mirror.allowed:
+            # NOTE: Redis has not seen every admission this replica made (a call that
+            # timed out, the fallback's own); the ledger has, and it is full. Refund.
+            if verdict.reservation is not None:
+                with contextlib.suppress(_StoreDown):
+                    reservation = verdict.reservation
+                    await self._call("settle", lambda: self.store.settle(reservation, 0.0))
+            return mirror
+        if verdict.reservation is None or mirror.reservation is None:
+            return verdict
+        return replace(
+            verdict,
+            reservation=replace(verdict.reservation, local_second=mirror.reservation.second),
+        )
+
+    async def admit(self, tenant: TenantSpec, reserve: float = 0.0) -> QuotaVerdict:
+        if tenant.quota.weighted_tokens_per_minute is None:
+            return await self.store.admit(tenant, reserve)
+        try:
+            return await self._admit_shared(tenant, reserve)
         except _StoreDown:
             pass
         if self.mode == "closed":
@@ -103,22 +170,36 @@ class GuardedQuotaLimiter(ChargesByCost):
         if self.mode == "open":
             limit = tenant.quota.weighted_tokens_per_minute
             return QuotaVerdict(allowed=True, retry_after_s=0.0, used=0.0, limit=limit)
-        verdict = await self.local.admit(tenant, reserve)
+        outside = self._outside_of(tenant.id)
+        now = self.local.clock()
+        others = outside.others if now < outside.others_until else 0.0
+        verdict = await self.local.admit(tenant, reserve, outside=others)
         if verdict.reservation is None:
             return verdict
+        outside.backlog += verdict.reservation.amount
+        outside.backlog_until = now + self.local.window_s
         return replace(verdict, reservation=replace(verdict.reservation, origin="local"))
 
     async def settle(self, reservation: Reservation, cost: float) -> None:
         if reservation.origin == "local":
             await self.local.settle(reservation, cost)
+            outside = self._outside_of(reservation.tenant_id)
+            # Not below 0: a refund of a reservation already charged to Redis offsets
+            # later backlog by exactly what Redis over-counts for it.
+            outside.backlog = max(outside.backlog + cost - reservation.amount, 0.0)
             return
+        if reservation.local_second is not None:
+            await self.local.settle(replace(reservation, second=reservation.local_second), cost)
         # A failure is counted; the shared reservation stays booked until it leaves the window.
         with contextlib.suppress(_StoreDown):
             await self._call("settle", lambda: self.store.settle(reservation, cost))
 
     async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
+        await self.local.charge_cost(tenant, cost)
         try:
             await self._call("charge", lambda: self.store.charge_cost(tenant, cost))
         except _StoreDown:
-            if self.mode == "local":
-                await self.local.charge_cost(tenant, cost)
+            if self.mode == "local" and cost > 0:
+                outside = self._outside_of(tenant.id)
+                outside.backlog += cost
+                outside.backlog_until = self.local.clock() + self.local.window_s

@@ -34,6 +34,7 @@ class Reservation:
     second: int
     amount: float
     origin: Literal["shared", "local"] = "shared"  # local: the per-replica fallback
+    local_second: int | None = None  # shared: where this replica's own ledger booked it
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,11 @@ class InMemoryQuotaLimiter(ChargesByCost):
         self._windows: dict[int, _Window] = {}
         self._lock = threading.Lock()
 
-    async def admit(self, tenant: TenantSpec, reserve: float = 0.0) -> QuotaVerdict:
+    async def admit(
+        self, tenant: TenantSpec, reserve: float = 0.0, *, outside: float = 0.0
+    ) -> QuotaVerdict:
+        """`outside`: weighted tokens admitted elsewhere (other replicas) that count
+        against the limit too; the guarded limiter's fallback passes what Redis knew."""
         limit = tenant.quota.weighted_tokens_per_minute
         if limit is None:
             return UNLIMITED
@@ -76,7 +80,7 @@ class InMemoryQuotaLimiter(ChargesByCost):
         with self._lock:
             window = self._windows.setdefault(tenant.id, _Window())
             window.expire(now, self.window_s)
-            used = window.total
+            used = window.total + outside
             if used < limit:
                 reservation = None
                 if reserve > 0:
@@ -89,8 +93,18 @@ class InMemoryQuotaLimiter(ChargesByCost):
                     limit=limit,
                     reservation=reservation,
                 )
-            wait = window.retry_after(now, limit, self.window_s)
+            wait = window.retry_after(now, max(limit - outside, 0.0), self.window_s)
         return QuotaVerdict(allowed=False, retry_after_s=wait, used=used, limit=limit)
+
+    def used(self, tenant_id: int) -> float:
+        """Weighted tokens in the tenant's current window."""
+        now = self.clock()
+        with self._lock:
+            window = self._windows.get(tenant_id)
+            if window is None:
+                return 0.0
+            window.expire(now, self.window_s)
+            return window.total
 
     async def settle(self, reservation: Reservation, cost: float) -> None:
         now = self.clock()
