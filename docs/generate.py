@@ -34,7 +34,8 @@ CATALOG: dict[str, Entry] = {
         "requests",
         "cumulative; rate over 5m",
         'sum by (segment, arm) (rate(specroute_gateway_requests_total{outcome="error"}[5m])) '
-        "/ sum by (segment, arm) (rate(specroute_gateway_requests_total[5m]))",
+        "/ sum by (segment, arm) "
+        '(rate(specroute_gateway_requests_total{outcome!="client_error"}[5m]))',
     ),
     "specroute_gateway_tokens": Entry(
         "prompt or completion tokens (kind label) the engine reported in usage",
@@ -151,8 +152,8 @@ CATALOG: dict[str, Entry] = {
         "sum by (tenant) (rate(specroute_gateway_quota_rejections_total[5m]))",
     ),
     "specroute_gateway_shadow_mirrors": Entry(
-        "shadow mirrors by outcome (ok, error, cancelled over budget, skipped at the cap, "
-        "no_worker)",
+        "shadow mirrors by outcome (ok, error, client_error, cancelled over budget, skipped "
+        "at the cap, no_worker)",
         "—",
         "requests",
         "cumulative; rate over 5m",
@@ -340,7 +341,7 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_tpot_seconds": (
         "non-streaming requests; requests with fewer than 2 completion tokens"
     ),
-    "specroute_gateway_e2e_seconds": BEFORE_ROUTING,
+    "specroute_gateway_e2e_seconds": f"{BEFORE_ROUTING}; client errors (a 4xx after routing)",
     "specroute_gateway_decisions": "requests refused before a decision (bad key, body, model)",
     "specroute_gateway_snapshot_version": "—",
     "specroute_gateway_snapshot_age_seconds": "—",

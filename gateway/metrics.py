@@ -107,9 +107,10 @@ class GatewayMetrics:
         self.requests = Counter(
             PREFIX + "requests",
             "Finished requests (numerator), by segment, arm, pair version, outcome "
-            "(ok|error|cancelled) and HTTP status. Unit: requests. Error ratio: "
-            'sum(rate(specroute_gateway_requests_total{outcome="error"}[5m])) '
-            "/ sum(rate(specroute_gateway_requests_total[5m])).",
+            "(ok|error|client_error|cancelled) and HTTP status. Unit: requests. "
+            "client_error: refused for its own fault (a 4xx), never an arm error. Arm error "
+            'ratio: sum(rate(specroute_gateway_requests_total{outcome="error"}[5m])) '
+            '/ sum(rate(specroute_gateway_requests_total{outcome!="client_error"}[5m])).',
             [*seg_labels, "outcome", "status"],
             registry=r,
         )
@@ -190,7 +191,8 @@ class GatewayMetrics:
         )
         self.e2e = Histogram(
             PREFIX + "e2e_seconds",
-            "End-to-end request latency at the gateway, arrival to last byte. Unit: seconds.",
+            "End-to-end request latency at the gateway, arrival to last byte (client errors "
+            "not observed). Unit: seconds.",
             latency_labels,
             buckets=LATENCY_BUCKETS_S,
             registry=r,
@@ -226,7 +228,8 @@ class GatewayMetrics:
         self.shadow_mirrors = Counter(
             PREFIX + "shadow_mirrors",
             "Shadow stage: mirrored copies of requests sent to a spec pool, by outcome (ok, "
-            "error, cancelled over the budget, skipped at the in-flight cap, no_worker). "
+            "error, client_error: a 4xx, cancelled over the budget, skipped at the in-flight "
+            "cap, no_worker). "
             "Unit: requests.",
             ["outcome"],
             registry=r,
@@ -315,7 +318,10 @@ class GatewayMetrics:
             child(self.ttft, segment, arm).observe(rec.ttft_ms / 1000.0)
         if rec.tpot_ms is not None:
             child(self.tpot, segment, arm).observe(rec.tpot_ms / 1000.0)
-        child(self.e2e, segment, arm).observe(rec.e2e_ms / 1000.0)
+        if rec.outcome != "client_error":
+            # NOTE: as in the telemetry windows: how fast an engine refuses a bad request
+            # says nothing of the arm's latency.
+            child(self.e2e, segment, arm).observe(rec.e2e_ms / 1000.0)
 
     def observe_decision(self, reason: str, arm: Arm) -> None:
         self._child(self.decisions, reason, arm.value).inc()

@@ -143,13 +143,17 @@ def test_the_gateway_fills_every_counter() -> None:
     aggregator = TelemetryAggregator("gw-1", 10, 4)
     aggregator.record(record)
     aggregator.record(_record("r2", "cancelled"))
+    # A client error adds to its own counter and to nothing that describes the arm.
+    aggregator.record(_record("r3", "client_error"))
     [batch] = aggregator.drain_all()
     [window] = batch.windows
     for name in COUNTER_FIELDS:
         assert getattr(window, name) > 0, name
+    assert (window.requests, window.errors, window.client_errors) == (3, 1, 1)
     for name in HISTOGRAM_FIELDS:
         assert getattr(window, name).total == 2, name
     [load_slice] = window.by_load
+    assert load_slice.requests == 2
     for name in SLICE_HISTOGRAM_FIELDS:
         assert getattr(load_slice, name).total == 2, name
     for name in MOMENT_FIELDS:

@@ -720,7 +720,9 @@ def requests_list(
     segment: int | None = typer.Option(None, help="Segment id."),
     adapter: str | None = typer.Option(None, help="LoRA adapter."),
     arm: str | None = typer.Option(None, help="spec or baseline."),
-    outcome: str | None = typer.Option(None, help="ok, error or cancelled."),
+    outcome: str | None = typer.Option(
+        None, help="ok, error (an arm error), client_error (a 4xx) or cancelled."
+    ),
     since: str | None = typer.Option(None, help="Received at or after (ISO 8601, UTC)."),
     until: str | None = typer.Option(None, help="Received before (ISO 8601, UTC)."),
     limit: int = 20,

@@ -10,9 +10,11 @@ from control.contract.heartbeat import HeartbeatAck, SpecCounters, WorkerHeartbe
 from control.contract.pool import PoolSpec, SpeculativeConfig, lora_module_names
 from control.contract.requests import (
     NOT_ROUTED,
+    Outcome,
     RequestRecordDoc,
     SamplingSummary,
     StructuredKind,
+    failure_outcome,
 )
 from control.contract.slo import (
     DEFAULT_TPOT_SLO_S,
@@ -88,6 +90,7 @@ __all__ = [
     "LatencyHistogram",
     "LoadSlice",
     "LoadTotals",
+    "Outcome",
     "PairCapabilities",
     "PairVersionSpec",
     "PolicySnapshot",
@@ -117,6 +120,7 @@ __all__ = [
     "add_histograms",
     "add_positions",
     "engine_release",
+    "failure_outcome",
     "load_bucket",
     "log_ms",
     "lora_module_names",

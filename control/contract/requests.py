@@ -23,10 +23,23 @@ from control.contract.features import Arm
 StructuredKind = Literal[
     "json_schema", "json_object", "structural_tag", "regex", "choice", "grammar"
 ]
-Outcome = Literal["ok", "error", "cancelled"]
+# How a request ended: `ok`; `cancelled` (the client left, HTTP 499); `client_error`:
+# refused for the request's own fault (a 4xx answer: the engine refused an invalid
+# request, the tenant's quota is spent, a bad key or body); `error`: anything else
+# that failed it (an engine fault or 5xx, a timeout, a broken stream, no worker).
+# Only `error` counts against an arm.
+Outcome = Literal["ok", "error", "client_error", "cancelled"]
 Endpoint = Literal["chat", "completions"]
 # The reason of a record for a request refused before routing (it has no arm).
 NOT_ROUTED = "not_routed"
+
+
+def failure_outcome(http_status: int) -> Outcome:
+    """The outcome of a request that failed with `http_status`: a 4xx is the request's
+    own fault (`client_error`), whichever arm happened to carry it; anything else is
+    the serving side's (`error`). A client that left is `cancelled`, set where that is
+    seen, not here."""
+    return "client_error" if 400 <= http_status < 500 else "error"
 
 
 class SamplingSummary(BaseModel):

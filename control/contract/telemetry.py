@@ -134,8 +134,18 @@ class WindowCounts(BaseModel):
     always start from these sums, never from per-window ratios.)
     """
 
-    requests: int = Field(default=0, ge=0)
-    errors: int = Field(default=0, ge=0)
+    requests: int = Field(default=0, ge=0, description="Routed requests, whatever the outcome.")
+    errors: int = Field(
+        default=0,
+        ge=0,
+        description="Arm errors: engine faults and 5xx, timeouts, broken streams, no worker.",
+    )
+    client_errors: int = Field(
+        default=0,
+        ge=0,
+        description="Requests refused for their own fault (a 4xx: an engine's refusal of an "
+        "invalid request, the tenant's quota); never an arm error, and without latencies.",
+    )
     cancellations: int = Field(default=0, ge=0)
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)

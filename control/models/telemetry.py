@@ -40,7 +40,9 @@ class TelemetryWindowRow(Base):
     # unknown here, because it identifies the window.
     rollout_key: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     requests: Mapped[int] = mapped_column(default=0)
-    errors: Mapped[int] = mapped_column(default=0)
+    errors: Mapped[int] = mapped_column(default=0)  # arm errors only
+    # A 4xx (the request's own fault): never an arm error; 0 for windows stored before.
+    client_errors: Mapped[int] = mapped_column(default=0, server_default="0")
     cancellations: Mapped[int] = mapped_column(default=0)
     prompt_tokens: Mapped[int] = mapped_column(default=0)
     completion_tokens: Mapped[int] = mapped_column(default=0)

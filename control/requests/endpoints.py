@@ -43,7 +43,9 @@ def list_requests(
     segment_id: int | None = Query(default=None, ge=1, le=MAX_ID),
     adapter: str | None = Query(default=None, max_length=256, description="LoRA adapter."),
     arm: Arm | None = None,
-    outcome: Outcome | None = Query(default=None, description="ok, error or cancelled."),
+    outcome: Outcome | None = Query(
+        default=None, description="ok, error (an arm error), client_error (a 4xx) or cancelled."
+    ),
     status: int | None = Query(default=None, ge=100, le=599, description="HTTP status."),
     since: datetime | None = Query(default=None, description="Received at or after (UTC)."),
     until: datetime | None = Query(default=None, description="Received before (UTC)."),

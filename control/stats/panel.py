@@ -71,6 +71,8 @@ class WindowDocument(AcceptanceSource, Protocol):
     @property
     def errors(self) -> int: ...
     @property
+    def client_errors(self) -> int: ...
+    @property
     def histograms(self) -> Mapping[str, Any]: ...
     @property
     def moments(self) -> Mapping[str, Any]: ...
@@ -127,7 +129,8 @@ class WindowArrays:
 
     window_start: Any
     window_seconds: int
-    counters: NDArray[np.int64]  # [requests, errors, drafts, drafted_tokens, accepted_tokens]
+    # [requests served (client errors left out), errors, drafts, drafted_tokens, accepted_tokens]
+    counters: NDArray[np.int64]
     accepted_per_position: NDArray[np.int64]  # [K]
     e2e_ms: NDArray[np.float64]  # [samples, sum of ms]
     load: NDArray[np.int64]  # [len(LOAD_FIELDS)]
@@ -160,8 +163,17 @@ def window_arrays(w: WindowDocument) -> WindowArrays:
     return WindowArrays(
         window_start=w.window_start,
         window_seconds=w.window_seconds,
+        # NOTE: a client error (a 4xx: the request's own fault) is not a request the arm
+        # served: in neither the errors nor their denominator.
         counters=np.asarray(
-            [w.requests, w.errors, w.drafts, w.drafted_tokens, w.accepted_tokens], np.int64
+            [
+                w.requests - (w.client_errors or 0),
+                w.errors,
+                w.drafts,
+                w.drafted_tokens,
+                w.accepted_tokens,
+            ],
+            np.int64,
         ),
         accepted_per_position=np.asarray(list(w.accepted_per_position or ()), np.int64),
         e2e_ms=np.asarray(

@@ -5,7 +5,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from control.contract import QuotaWeights, TenantSpec
+from control.contract import QuotaWeights, TenantSpec, failure_outcome
 from gateway.decision.decide import Decision
 from gateway.decision.reasons import RANDOMIZED
 from gateway.proxy.records import request_record
@@ -96,9 +96,12 @@ class Accounting:
         self.lease = lease
 
     async def fail(self, http_status: int, error_code: str | None = None) -> None:
-        await self.finish(
-            RelayResult(outcome="error", http_status=http_status, error_code=error_code)
+        """Account a request that failed before an engine accepted it: a 4xx (the engine
+        refused it, the quota is spent) is a client error, never the arm's."""
+        result = RelayResult(
+            outcome=failure_outcome(http_status), http_status=http_status, error_code=error_code
         )
+        await self.finish(result)
 
     async def _charge(self, cost: float) -> None:
         try:

@@ -10,7 +10,7 @@ error; nothing it sent.
 import time
 from datetime import UTC, datetime
 
-from control.contract import NOT_ROUTED, Arm, RequestRecordDoc, TenantSpec
+from control.contract import NOT_ROUTED, Arm, RequestRecordDoc, TenantSpec, failure_outcome
 from control.contract.requests import Endpoint
 from gateway.decision.decide import Decision
 from gateway.proxy.relay import RelayResult
@@ -99,7 +99,7 @@ def refusal_record(
         arm=None,
         reason=NOT_ROUTED,
         e2e_ms=max((time.monotonic() - started) * 1000.0, 0.0),
-        outcome="error",
+        outcome=failure_outcome(http_status),
         http_status=http_status,
         error_code=error_code,
     )

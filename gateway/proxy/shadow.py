@@ -118,8 +118,8 @@ class ShadowMirrors:
                 lease.breaker.record_failure()
                 result.outcome, result.http_status = "error", response.status
             elif response.status >= 400:
-                lease.breaker.record_success()
-                result.outcome, result.http_status = "error", response.status
+                lease.breaker.record_success()  # the copy's own fault, not the arm's
+                result.outcome, result.http_status = "client_error", response.status
             else:
                 lease.breaker.record_success()
                 doc = json.loads(content)

@@ -124,7 +124,8 @@ class _Accumulator:
         latencies = rec.latencies()
         for name, histogram in self.histograms.items():
             histogram.add(latencies[name])
-        if rec.gateway_load is not None:
+        # NOTE: a client error (a mirrored copy the engine refused) is no load sample.
+        if rec.gateway_load is not None and rec.outcome != "client_error":
             self._add_load(rec, rec.gateway_load, latencies)
         judged = rec.judged_positions
         if judged is not None:

@@ -7,12 +7,11 @@ has no field that could hold prompt or completion text.
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
 
-from control.contract import Arm, RequestRecordDoc, SamplingSummary
+from control.contract import Arm, Outcome, RequestRecordDoc, SamplingSummary
 from control.contract.requests import Endpoint
 
-Outcome = Literal["ok", "error", "cancelled"]
+__all__ = ["Outcome", "RequestFacts", "RequestRecord", "Routing", "record_doc", "sampled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +105,7 @@ class RequestRecord:
         return {
             "requests": 1,
             "errors": 1 if self.outcome == "error" else 0,
+            "client_errors": 1 if self.outcome == "client_error" else 0,
             "cancellations": 1 if self.outcome == "cancelled" else 0,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -116,7 +116,10 @@ class RequestRecord:
 
     def latencies(self) -> dict[str, float | None]:
         """This request's sample for each latency histogram of its window (None: no sample),
-        one entry per `control.contract.HISTOGRAM_FIELDS` name."""
+        one entry per `control.contract.HISTOGRAM_FIELDS` name. A client error has none:
+        the time an engine takes to refuse a bad request says nothing of the arm."""
+        if self.outcome == "client_error":
+            return dict.fromkeys(("ttft", "tpot", "e2e", "e2e_per_token"))
         return {
             "ttft": self.ttft_ms,
             "tpot": self.tpot_ms,

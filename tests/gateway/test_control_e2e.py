@@ -242,7 +242,8 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
 
     for name, (status, code, tenant, endpoint, stream) in KINDS.items():
         r = records[name]
-        assert (r["http_status"], r["error_code"], r["outcome"]) == (status, code, "error"), r
+        # Every refusal here is the request's own fault (a 4xx): a client error.
+        assert (r["http_status"], r["error_code"], r["outcome"]) == (status, code, "client_error")
         assert (r["arm"], r["reason"], r["model"]) == (None, "not_routed", None), r
         assert r["tenant"] == tenant and (r["tenant_id"] is None) == (tenant is None)
         assert (r["endpoint"], r["stream"]) == (endpoint, stream)
