@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.specroute-installed
 EXTRAS ?= cpu,dev
 
-.PHONY: install test lint typecheck pytest services tools demo clean
+.PHONY: install test lint typecheck pytest services tools demo clean image image-engine-cpu image-engine-gpu
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,17 +26,24 @@ services:
 	bash .ci/services.sh
 
 # promtool (Debian's prometheus package) for the alert-rule unit tests and the
-# Prometheus scrape test. Installs only when missing; needs root, as CI has.
+# Prometheus scrape test; kubectl (Debian's kubernetes-client: `kubectl kustomize`
+# renders deploy/ offline). Each installs only when missing; needs root, as CI has.
 tools:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  echo "installing Debian's prometheus package (promtool)"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 	    --no-install-recommends prometheus >/dev/null) \
 	  || echo "could not install prometheus: promtool tests skip (and fail under CI)"; }
+	@command -v kubectl >/dev/null 2>&1 || { \
+	  echo "installing Debian's kubernetes-client package (kubectl)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    --no-install-recommends kubernetes-client >/dev/null) \
+	  || echo "could not install kubernetes-client: manifest tests skip (and fail under CI)"; }
 
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/hadolint deploy/images/*Containerfile
 
 typecheck: install
 	$(VENV)/bin/mypy gateway control engine bench demo docs dashboards
@@ -48,6 +55,17 @@ test: lint typecheck pytest
 
 demo: install
 	$(VENV)/bin/specroute demo $(DEMO_ARGS)
+
+# Container images (deploy/images; docs/deployment.md). Commands, not tests: they
+# pull base images from a registry. CONTAINER=docker works the same.
+CONTAINER ?= podman
+IMAGE_TAG ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+image:
+	$(CONTAINER) build -f deploy/images/Containerfile -t specroute:$(IMAGE_TAG) .
+image-engine-cpu:
+	$(CONTAINER) build -f deploy/images/engine.Containerfile -t specroute-engine-cpu:$(IMAGE_TAG) .
+image-engine-gpu:
+	$(CONTAINER) build -f deploy/images/engine-gpu.Containerfile -t specroute-engine-gpu:$(IMAGE_TAG) .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
