@@ -37,6 +37,11 @@ class PairCapabilities(BaseModel):
     penalties: bool = Field(
         default=True, description="Spec pool serves presence/frequency/repetition penalties."
     )
+    seeded_sampling: bool = Field(
+        default=False,
+        description="Spec pool reproduces seeded sampling at temperature > 0 (the same seed "
+        "gives the same text). Off by default: vLLM 0.32's speculating engines do not.",
+    )
 
 
 class PairVersionSpec(BaseModel):

@@ -16,7 +16,7 @@ from control.contract import (
     TenantSpec,
 )
 from gateway.decision.cohort import in_spec_cohort
-from gateway.decision.features import spec_incompatibility
+from gateway.decision.features import seed_not_reproducible, spec_incompatibility
 from gateway.decision.reasons import DecisionReason as R
 from gateway.errors import ModelNotFound, PermissionDenied, ServiceUnavailable
 from gateway.proxy.schemas import SamplingParams
@@ -187,11 +187,14 @@ def decide(inp: DecisionInput) -> Decision:
     spec_pair = _pair(snap, spec_pool)
     capabilities = spec_pair.capabilities if spec_pair is not None else PairCapabilities()
     incompatible = spec_incompatibility(inp.body, capabilities)
+    seeded = seed_not_reproducible(inp.body, inp.features, capabilities)
 
     version_mismatch = _engine_version_mismatch(spec_pool, spec_pair)
     arm, reason = _rollout_arm(inp, segment, rollout)
     if arm is Arm.SPEC and incompatible is not None:
         arm, reason = Arm.BASELINE, R.INCOMPATIBLE_PARAMETER
+    elif arm is Arm.SPEC and seeded:
+        arm, reason = Arm.BASELINE, R.SEED_NOT_REPRODUCIBLE
     elif arm is Arm.SPEC and version_mismatch:
         arm, reason = Arm.BASELINE, R.ENGINE_VERSION_MISMATCH
     elif arm is Arm.SPEC and _adapter_mismatch(spec_pair, segment, adapter):
@@ -207,6 +210,8 @@ def decide(inp: DecisionInput) -> Decision:
             arm, reason = Arm.BASELINE, R.OVERRIDE_HEADER
         elif incompatible is not None:
             arm, reason = Arm.BASELINE, R.INCOMPATIBLE_PARAMETER
+        elif seeded:
+            arm, reason = Arm.BASELINE, R.SEED_NOT_REPRODUCIBLE
         elif version_mismatch:
             arm, reason = Arm.BASELINE, R.ENGINE_VERSION_MISMATCH
         elif spec_pool is not None:
@@ -218,7 +223,9 @@ def decide(inp: DecisionInput) -> Decision:
     primary = spec_pool if arm is Arm.SPEC else baseline_pool
     other = baseline_pool if arm is Arm.SPEC else spec_pool
     # NOTE: a request with parameters the spec pool cannot serve losslessly never
-    # lands there, not even as a fallback.
+    # lands there, not even as a fallback. (A seeded request may: its text is still
+    # drawn from the right distribution, only not reproducibly, and served beats a 503;
+    # the header then says pool_unavailable.)
     # Nor does anything while the snapshot is stale: the spec pool may have been
     # disabled since (memory pressure, draft gone) and we would not know.
     if other is spec_pool and (incompatible is not None or stale or version_mismatch):
@@ -235,10 +242,12 @@ def decide(inp: DecisionInput) -> Decision:
         adapter=adapter,
     )
     # NOTE: what the spec arm may not serve (parameters it cannot serve losslessly, a
-    # worker of another engine version, another adapter) is never mirrored either.
+    # seed it would not honour, a worker of another engine version, another adapter)
+    # is never mirrored either.
     mirrorable = (
         reason is R.SHADOW
         and incompatible is None
+        and not seeded
         and not version_mismatch
         and not _adapter_mismatch(spec_pair, segment, adapter)
         and spec_pool is not None

@@ -9,6 +9,9 @@ class DecisionReason(StrEnum):
     COHORT_BASELINE = "cohort_baseline"
     HOLDOUT = "holdout"  # a full rollout's baseline holdout cohort
     INCOMPATIBLE_PARAMETER = "incompatible_parameter"
+    # A seed at temperature > 0, and the spec pair does not declare that its engines
+    # reproduce seeded sampling: the baseline arm honours the seed.
+    SEED_NOT_REPRODUCIBLE = "seed_not_reproducible"
     # The pair version was validated on another engine version than its healthy spec
     # workers report: never served there (neither as the arm nor as a fallback).
     ENGINE_VERSION_MISMATCH = "engine_version_mismatch"

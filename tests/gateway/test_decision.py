@@ -9,6 +9,7 @@ from control.contract import Arm, PairCapabilities, RolloutState
 from gateway.decision.cohort import cohort_bucket, in_spec_cohort
 from gateway.decision.decide import Decision, DecisionInput, Override, decide
 from gateway.decision.features import request_features
+from gateway.decision.reasons import RANDOMIZED
 from gateway.decision.reasons import DecisionReason as R
 from gateway.errors import ModelNotFound, PermissionDenied, ServiceUnavailable
 from gateway.proxy.schemas import ChatCompletionBody
@@ -87,6 +88,37 @@ def test_neutral_values_and_declared_capabilities_keep_spec() -> None:
     d = _decide({"presence_penalty": 0.5}, capabilities=caps)
     assert d.reason is R.INCOMPATIBLE_PARAMETER
     assert _decide({"presence_penalty": 0.5}).arm is Arm.SPEC  # penalties declared by default
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [{"temperature": 1.0}, {"temperature": 0.3}, {}],  # unset: OpenAI's default 1.0
+)
+def test_a_seeded_sampling_request_goes_where_the_seed_is_honoured(
+    sampling: dict[str, Any],
+) -> None:
+    d = _decide({"seed": 1234, **sampling})
+    assert (d.arm, d.reason, d.pool.id) == (Arm.BASELINE, R.SEED_NOT_REPRODUCIBLE, BASELINE_POOL)
+    assert d.header() == "arm=baseline; reason=seed_not_reproducible"
+    # Served non-reproducibly beats a 503: the spec pool stays its fallback.
+    assert d.fallback is not None and d.fallback.id == SPEC_POOL
+    # Not even an operator's "on" gives up the seed.
+    on = _decide({"seed": 1234, **sampling}, tenant="ops", override="on")
+    assert (on.arm, on.reason) == (Arm.BASELINE, R.SEED_NOT_REPRODUCIBLE)
+    # Never mirrored in shadow: the spec arm would not serve it.
+    assert _decide({"seed": 1234, **sampling}, state=RolloutState.SHADOW).mirror is None
+
+
+def test_greedy_or_unseeded_requests_and_declared_seed_support_keep_spec() -> None:
+    assert _decide({"seed": 1234, "temperature": 0.0}).reason is R.ROLLOUT_FULL  # greedy
+    assert _decide({"temperature": 1.0}).reason is R.ROLLOUT_FULL  # no seed
+    caps = PairCapabilities(seeded_sampling=True)
+    d = _decide({"seed": 1234, "temperature": 1.0}, capabilities=caps)
+    assert (d.arm, d.reason) == (Arm.SPEC, R.ROLLOUT_FULL)
+    # Only randomized reasons are evidence: a seeded canary request is the baseline's
+    # forced traffic, not its cohort's.
+    canary = _decide({"seed": 7}, state=RolloutState.CANARY, percentage=100.0)
+    assert canary.reason not in RANDOMIZED
 
 
 def test_override_header_needs_permission() -> None:
