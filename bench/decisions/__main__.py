@@ -1,11 +1,14 @@
 """`python -m bench.decisions`: run the decision scenario suite and report.
 
-    python -m bench.decisions --runs 200 --jobs 2 --write-results bench/RESULTS.md
+    python -m bench.decisions --runs 200 --jobs 2 --workers 1,4,8,16 \
+        --write-results bench/RESULTS.md
 
-prints one progress line per finished run and a table per scenario: runs,
-right-action rate, wrong disables or rollbacks, wrong promotions, and the
-detection delay (windows of regressed traffic ingested when the regression
-was rolled back or disabled) with its distribution.
+prints one progress line per finished run and a table with one row per
+(scenario, workers per pool, dispatch): runs, right-action rate, wrong disables
+or rollbacks, wrong promotions, the detection delay (windows of regressed
+traffic ingested when the regression was rolled back or disabled) with its
+distribution and the share caught within 3 windows, and, where the true speedup
+is known, how often the last evaluation's interval covered it.
 """
 
 from __future__ import annotations
@@ -19,22 +22,45 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.decisions.scenarios import BY_NAME, SCENARIOS
-from bench.decisions.suite import Summary, default_jobs, delay_cell, elapsed, run_many, summarize
+from bench.decisions.dispatch import Dispatch
+from bench.decisions.judge import DETECT_WITHIN
+from bench.decisions.scenarios import CATALOGS, FLEET, PROFILES, with_workers
+from bench.decisions.suite import (
+    Key,
+    Summary,
+    default_jobs,
+    delay_cell,
+    elapsed,
+    run_many,
+    summarize,
+)
 
 SECTION = "## Decision quality"
 
 
+def _share(count: int | None, runs: int) -> str:
+    return "" if count is None or not runs else f"{count}/{runs} ({count / runs:.0%})"
+
+
+def _label(s: Summary) -> str:
+    return f"{s.scenario.name} ({s.workers} workers, {s.dispatch})"
+
+
 def _table(summaries: list[Summary]) -> list[str]:
     lines = [
-        "| scenario | runs | right | wrong disable/rollback | wrong promotion | "
-        "detection delay (windows) | what went wrong |",
-        "|---|---:|---:|---:|---:|---|---|",
+        "| scenario | workers | dispatch | runs | right | wrong disable/rollback | "
+        f"wrong promotion | detection delay (windows) | within {DETECT_WITHIN} windows | "
+        "interval covers the true speedup | what went wrong |",
+        "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---|",
     ]
     for s in summaries:
+        covers = _share(s.covered, s.runs)
+        if covers and s.no_interval:
+            covers += f"; {s.no_interval} without one"
         lines.append(
-            f"| {s.scenario.name} | {s.runs} | {s.right_rate:.1%} | {s.false_flips} | "
-            f"{s.promotions_wrong} | {delay_cell(s.delays)} | {s.reaction_note} |"
+            f"| {s.scenario.name} | {s.workers} | {s.dispatch} | {s.runs} | {s.right_rate:.1%} | "
+            f"{s.false_flips} | {s.promotions_wrong} | {delay_cell(s.delays)} | "
+            f"{_share(s.within, s.runs)} | {covers} | {s.reaction_note} |"
         )
     return lines
 
@@ -49,7 +75,7 @@ def _guard_costs(summaries: list[Summary]) -> list[str]:
             continue
         d = s.delays
         lines.append(
-            f"| {s.guard} ({s.scenario.name}) | {len(d)} | {statistics.median(d):g} | "
+            f"| {s.guard} ({_label(s)}) | {len(d)} | {statistics.median(d):g} | "
             f"{d[min(len(d) - 1, int(0.9 * len(d)))]} | {d[-1]} |"
         )
     return lines
@@ -62,13 +88,16 @@ def _distributions(summaries: list[Summary]) -> list[str]:
             continue
         counts = Counter(s.delays)
         cells = ", ".join(f"{d}: {counts[d]}" for d in sorted(counts))
-        lines.append(f"- {s.scenario.name}: {cells}")
+        lines.append(f"- {_label(s)}: {cells}")
     return lines
 
 
-def _section(summaries: list[Summary], command: str, started: datetime, seconds: float) -> str:
+def _section(
+    summaries: list[Summary], command: str, started: datetime, seconds: float, profile: str
+) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    scenarios = "\n".join(f"- **{s.scenario.name}**: {s.scenario.description}." for s in summaries)
+    described = {s.scenario.name: s.scenario.description for s in summaries}
+    scenarios = "\n".join(f"- **{name}**: {text}." for name, text in described.items())
     return "\n".join(
         [
             SECTION,
@@ -77,7 +106,11 @@ def _section(summaries: list[Summary], command: str, started: datetime, seconds:
             f"average {load:.1f} at the end). Every run drives the real control plane "
             "(telemetry ingestion, heartbeats, the real Celery tasks applied in-process) on "
             "a virtual clock with the production cadence: 10 s windows, guards every 15 s, "
-            "evaluation every 60 s. Scenarios (bench/decisions/scenarios.py):",
+            f"evaluation every 60 s; the {profile} traffic profile. Dispatch `balancer`: "
+            "every request through the gateway's own least-outstanding balancer "
+            "(gateway.routing.balancer) in continuous time, counted in the window it ends "
+            "in; `random`: each request's load drawn as Poisson around the pool's "
+            "per-worker concurrency. Scenarios (bench/decisions/scenarios.py):",
             "",
             scenarios,
             "",
@@ -85,7 +118,8 @@ def _section(summaries: list[Summary], command: str, started: datetime, seconds:
             "",
             "Detection delay: telemetry windows of regressed traffic the control plane had "
             "ingested when the rollout was rolled back or disabled (guards run every 15 s "
-            "and when a batch lands). Distribution (delay: runs):",
+            "and when a batch lands); drift: from the window the spec crosses the latency "
+            "margin (0 or less: caught before). Distribution (delay: runs):",
             "",
             *_distributions(summaries),
             "",
@@ -109,32 +143,75 @@ def write_section(path: Path, section: str) -> None:
     path.write_text(text)
 
 
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.decisions", description=__doc__)
-    parser.add_argument("--runs", type=int, default=200, help="runs per scenario")
+    parser.add_argument("--runs", type=int, default=200, help="runs per row")
     parser.add_argument(
-        "--scenarios",
-        default=",".join(s.name for s in SCENARIOS),
-        help="comma-separated names (default: all)",
+        "--traffic",
+        choices=sorted(PROFILES),
+        default=FLEET.name,
+        help="traffic profile (bench/decisions/scenarios.py; legacy: 40 workers per pool)",
+    )
+    parser.add_argument("--scenarios", help="comma-separated names (default: all)")
+    parser.add_argument(
+        "--workers",
+        type=_ints,
+        help="comma-separated workers per pool, e.g. 1,4,8,16 (default: the profile's)",
+    )
+    parser.add_argument(
+        "--dispatch",
+        default=Dispatch.BALANCER.value,
+        help="comma-separated: balancer (the gateway's balancer), random (Poisson load)",
     )
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes")
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--write-results", type=Path, help="write the section into this file")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
-    unknown = [n for n in names if n not in BY_NAME]
+    profile = PROFILES[args.traffic]
+    scenarios = CATALOGS[profile.name]
+    names = [n.strip() for n in (args.scenarios or ",".join(scenarios)).split(",") if n.strip()]
+    unknown = [n for n in names if n not in scenarios]
     if unknown:
-        parser.error(f"unknown scenarios {unknown}; known: {sorted(BY_NAME)}")
-    scenarios = [BY_NAME[n] for n in names]
+        parser.error(f"unknown scenarios {unknown}; known: {sorted(scenarios)}")
+    try:
+        dispatches = [Dispatch(d.strip()) for d in args.dispatch.split(",") if d.strip()]
+    except ValueError:
+        parser.error(f"--dispatch: one of {[d.value for d in Dispatch]}")
+    workers = args.workers or list(profile.workers)
+    if not workers or min(workers) < 1:
+        parser.error("--workers: one or more pool sizes >= 1")
     started, clock = datetime.now(UTC), time.monotonic()
 
-    def progress(name: str, done: int, total: int, right: int) -> None:
-        print(f"[{elapsed(clock)}] {name}: {done}/{total} runs, {right} right", flush=True)
+    def progress(key: Key, done: int, total: int, right: int) -> None:
+        name, n, dispatch = key
+        print(
+            f"[{elapsed(clock)}] {name} ({n} workers, {dispatch}): {done}/{total} runs, "
+            f"{right} right",
+            flush=True,
+        )
 
-    results = run_many(scenarios, args.runs, jobs=args.jobs, seed=args.seed, progress=progress)
-    summaries = [summarize(s, results[s.name]) for s in scenarios]
+    results = run_many(
+        names,
+        args.runs,
+        workers=workers,
+        dispatches=dispatches,
+        profile=profile.name,
+        jobs=args.jobs,
+        seed=args.seed,
+        progress=progress,
+    )
+    summaries = [
+        summarize(with_workers(scenarios[name], n), results[(name, n, d.value)], dispatch=d.value)
+        for name in names
+        for n in workers
+        for d in dispatches
+    ]
     command = "python -m bench.decisions " + " ".join(sys.argv[1:] if argv is None else argv)
-    section = _section(summaries, command.strip(), started, time.monotonic() - clock)
+    section = _section(summaries, command.strip(), started, time.monotonic() - clock, profile.name)
     print()
     print(section)
     if args.write_results is not None:

@@ -8,19 +8,26 @@ and the real Celery tasks run at their beat cadence (`guard_rollout` every 15 s,
 objects of the automation app, eagerly, each with its own task id. The traffic
 of a window follows the rollout's state and percentage at the window's start,
 as a gateway following the snapshot would.
+
+Dispatch (`Dispatch`): through the gateway's real balancer in continuous time
+(bench/decisions/dispatch.py; requests count in the window they end in), or, as
+the suite did first, each request's load drawn as Poisson around the pool's
+per-worker concurrency (requests count in the window they arrive in).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 
-from bench.decisions.scenarios import Expect, Scenario, Trigger
-from bench.decisions.traffic import ArmModel, mean_e2e_s, per_worker_load, sample_arm
+from bench.decisions.dispatch import BalancedPools, Dispatch, Group
+from bench.decisions.judge import Flip, RunResult, drifted, judge
+from bench.decisions.scenarios import Scenario, Trigger
+from bench.decisions.traffic import ArmModel, per_worker_load, sample_arm
 from bench.decisions.windows import window_of
 from control.automation.celery_app import AutomationCelery
 from control.automation.tasks import task_name
@@ -32,7 +39,6 @@ from control.rollouts.gates import Evidence
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from control.telemetry.service import ingest_batch
-from control.thresholds.schemas import ThresholdValues
 from control.workers.service import record_heartbeat
 
 GUARD_EVERY_S = 15
@@ -47,41 +53,19 @@ FLIP_ACTIONS = frozenset({"promote", "pause", "rollback", "disable", "enable"})
 STOPPING_ACTIONS = frozenset({"rollback", "disable", "pause"})
 
 
-@dataclass(frozen=True)
-class Flip:
-    second: int
-    windows_ingested: int
-    task: str
-    action: str
-    to_state: str | None
-    kind: str  # the decision row's kind, e.g. guard_low_acceptance
-    reason: str
-
-
-@dataclass
-class RunResult:
-    scenario: str
-    seed: int
-    flips: list[Flip] = field(default_factory=list)
-    onset_window: int | None = None
-    max_percentage: float = 0.0
-    final_state: str = ""
-    windows: int = 0
-    right: bool = False
-    delay: int | None = None  # windows of regressed data seen when the regression was flipped
-    note: str = ""
-
-    def first(self, actions: frozenset[str]) -> Flip | None:
-        return next((f for f in self.flips if f.action in actions), None)
-
-
 class _Run:
-    def __init__(self, app: AutomationCelery, scenario: Scenario, seed: int) -> None:
+    def __init__(
+        self, app: AutomationCelery, scenario: Scenario, seed: int, dispatch: Dispatch
+    ) -> None:
         self.app = app
         self.database: Database = app.database
         self.scenario = scenario
+        self.dispatch = dispatch
         self.rng = np.random.default_rng(seed)
-        self.result = RunResult(scenario.name, seed)
+        self.result = RunResult(
+            scenario.name, seed, workers=scenario.traffic.spec_workers, dispatch=dispatch.value
+        )
+        self.pools: BalancedPools | None = None
         # Each run on its own stretch of the virtual calendar, far from the others.
         self.start = datetime(2030, 1, 1, tzinfo=UTC) + timedelta(days=seed % 10_000)
         self.second = 0
@@ -160,6 +144,13 @@ class _Run:
             self.rollout_id, self.segment_id = rollout.id, segment.id
             self.pair_version_id, self.spec_pool_id = version.id, spec.id
             self.holdout = thresholds.holdout_percentage
+        if self.dispatch is Dispatch.BALANCER:
+            traffic = s.traffic
+            self.pools = BalancedPools(
+                traffic,
+                {"spec": traffic.spec_workers, "baseline": traffic.baseline_workers},
+                tag,
+            )
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -230,34 +221,59 @@ class _Run:
         forced = n_spec if spec_down else 0
         n_spec -= forced
         n_base = total - n_spec - forced
-        spec_model: ArmModel = s.spec_after if (onset and s.spec_after) else s.spec
+        spec_model = self._spec_model(window, onset)
         ws = traffic.window_seconds
-        self.spec_load = per_worker_load(spec_model, traffic, n_spec / ws, traffic.spec_workers)
-        base_load = per_worker_load(
-            s.baseline, traffic, (n_base + forced) / ws, traffic.baseline_workers
-        )
-        start = self.start + timedelta(seconds=window * ws)
-        windows = []
-        for arm, model, n, load in (
-            (Arm.SPEC, spec_model, n_spec, self.spec_load),
-            (Arm.BASELINE, s.baseline, n_base, base_load),
-        ):
-            if n == 0:
-                continue
-            windows.append(
-                window_of(
-                    sample_arm(self.rng, model, traffic, n, load),
-                    arm=arm,
-                    segment_id=self.segment_id,
-                    pair_version_id=self.pair_version_id,
-                    rollout_id=self.rollout_id,
-                    window_start=start,
-                    window_seconds=ws,
-                )
+        if self.pools is not None:
+            # Forced requests (the spec pool is down) load the baseline pool but are
+            # no arm's evidence.
+            ended = self.pools.window(
+                self.rng,
+                window * ws,
+                (window + 1) * ws,
+                [
+                    Group(Arm.SPEC.value, "spec", spec_model, n_spec),
+                    Group(Arm.BASELINE.value, "baseline", s.baseline, n_base),
+                    Group("forced", "baseline", s.baseline, forced),
+                ],
             )
+            arms = [(arm, ended.get(arm.value)) for arm in (Arm.SPEC, Arm.BASELINE)]
+        else:
+            self.spec_load = per_worker_load(spec_model, traffic, n_spec / ws, traffic.spec_workers)
+            base_load = per_worker_load(
+                s.baseline, traffic, (n_base + forced) / ws, traffic.baseline_workers
+            )
+            arms = [
+                (arm, sample_arm(self.rng, model, traffic, n, load) if n else None)
+                for arm, model, n, load in (
+                    (Arm.SPEC, spec_model, n_spec, self.spec_load),
+                    (Arm.BASELINE, s.baseline, n_base, base_load),
+                )
+            ]
+        start = self.start + timedelta(seconds=window * ws)
+        windows = [
+            window_of(
+                requests,
+                arm=arm,
+                segment_id=self.segment_id,
+                pair_version_id=self.pair_version_id,
+                rollout_id=self.rollout_id,
+                window_start=start,
+                window_seconds=ws,
+            )
+            for arm, requests in arms
+            if requests is not None and requests.n > 0
+        ]
         self.pending.append((self.second + FLUSH_DELAY_S, windows))
         # The next window's traffic follows the state now.
         self.window_state[window + 1] = self._rollout()
+
+    def _spec_model(self, window: int, onset: bool) -> ArmModel:
+        s = self.scenario
+        model = s.spec_after if (onset and s.spec_after) else s.spec
+        if onset and s.drift_per_window > 0:
+            assert self.result.onset_window is not None
+            model = drifted(model, s.drift_per_window, window - self.result.onset_window + 1)
+        return model
 
     def _ingest(self, windows: list[Any]) -> bool:
         """Store a batch; True when it stored windows of the rollout."""
@@ -281,11 +297,17 @@ class _Run:
         if s.spec_down_after and onset:
             return  # the workers are gone: no more beats
         kv = s.kv_after if (onset and s.kv_after is not None) else 0.3
-        load = self.spec_load
-        running = min(round(load), s.traffic.max_num_seqs)
-        waiting = max(round(load) - s.traffic.max_num_seqs, 0)
+        max_seqs = s.traffic.max_num_seqs
+        # In flight on each worker: the balancer's count, or the pool's mean concurrency.
+        outstanding = (
+            self.pools.outstanding("spec")
+            if self.pools is not None
+            else [round(self.spec_load)] * s.traffic.spec_workers
+        )
         with self.database.session() as session:
             for w in range(window % HEARTBEAT_EVERY, s.traffic.spec_workers, HEARTBEAT_EVERY):
+                running = min(outstanding[w], max_seqs)
+                waiting = max(outstanding[w] - max_seqs, 0)
                 record_heartbeat(
                     session,
                     f"sim-{self.rollout_id}-{w}",
@@ -313,7 +335,7 @@ class _Run:
             due.append("probation_rollout")
         for name in due:
             outcome = self.app.tasks[task_name(name)].apply(
-                args=[self.rollout_id], task_id=f"sim-{uuid.uuid4().hex}"
+                args=[self.rollout_id], task_id=f"sim-{name}-{uuid.uuid4().hex}"
             )
             result: dict[str, Any] = outcome.get()
             action = str(result["action"])
@@ -337,80 +359,41 @@ class _Run:
                     return True
         return False
 
+    def last_interval(self) -> tuple[float, float] | None:
+        """The speedup interval the last evaluation reported: this stage's end-to-end
+        per-token comparison, else the next stage's."""
+        with self.database.session() as session:
+            evidence = session.scalars(
+                select(Decision.evidence)
+                .where(
+                    Decision.rollout_id == self.rollout_id,
+                    Decision.task_id.like("sim-evaluate_canary-%"),
+                )
+                .order_by(Decision.id.desc())
+                .limit(1)
+            ).first()
+        statistics = (evidence or {}).get("statistics") or {}
+        found = (statistics.get("stage") or {}).get("e2e_per_token") or (
+            statistics.get("next_stage") or {}
+        ).get("speedup")
+        if not found:
+            return None
+        return float(found["lower"]), float(found["upper"])
 
-def run_scenario(app: AutomationCelery, scenario: Scenario, seed: int) -> RunResult:
-    run = _Run(app, scenario, seed)
+
+def run_scenario(
+    app: AutomationCelery,
+    scenario: Scenario,
+    seed: int,
+    dispatch: Dispatch = Dispatch.BALANCER,
+) -> RunResult:
+    """One run of `scenario` (its traffic's pool sizes, see `with_workers`)."""
+    run = _Run(app, scenario, seed, dispatch)
     result = run.run()
     result.final_state = run._rollout()[0].value
-    judge(scenario, result)
+    result.interval = run.last_interval()
+    if scenario.true_speedup is not None and result.interval is not None:
+        lower, upper = result.interval
+        result.covers = lower <= scenario.true_speedup <= upper
+    judge(scenario, result, dispatch)
     return result
-
-
-def oracle_max_stage(scenario: Scenario) -> float:
-    """The last stage a perfect judge would promote to: every stage up to it still pays
-    `min_speedup` at the per-worker load the spec pool carries there."""
-    s, traffic = scenario, scenario.traffic
-    rate = traffic.requests_per_window / traffic.window_seconds
-    min_speedup = float(s.thresholds["min_speedup"])
-    holdout = float(
-        s.thresholds.get(
-            "holdout_percentage", ThresholdValues.model_fields["holdout_percentage"].default
-        )
-    )
-    reached = s.stages[0]
-    for stage in s.stages[1:]:
-        share = 100.0 - holdout if stage >= 100 else stage
-        load = per_worker_load(s.spec, traffic, rate * share / 100, traffic.spec_workers)
-        speedup = mean_e2e_s(s.baseline, traffic, load) / mean_e2e_s(s.spec, traffic, load)
-        if speedup < min_speedup:
-            break
-        reached = stage
-    return reached
-
-
-def judge(scenario: Scenario, result: RunResult) -> None:
-    """Set result.right, .delay and .note from what happened."""
-    failure = result.first(frozenset({"rollback", "disable"}))
-    promoted = result.first(frozenset({"promote"}))
-    expect = scenario.expect
-    if expect is Expect.NO_FLIP:
-        result.right = failure is None and promoted is None
-        result.note = _describe(failure or promoted)
-    elif expect is Expect.FULL:
-        result.right = failure is None and result.max_percentage >= 100.0
-        result.note = _describe(failure) if failure else f"max {result.max_percentage:g} %"
-    elif expect is Expect.NO_FALSE_FLIP:
-        result.right = failure is None
-        result.note = _describe(failure)
-    elif expect is Expect.LOAD_CAPPED:
-        cap = oracle_max_stage(scenario)
-        result.right = result.max_percentage <= cap
-        result.note = f"max {result.max_percentage:g} % (oracle {cap:g} %)"
-    elif expect is Expect.DISABLE:
-        promoted_first = promoted is not None and (
-            failure is None or promoted.second < failure.second
-        )
-        result.right = (
-            failure is not None
-            and failure.kind.endswith(str(scenario.reason))
-            and not (scenario.never_promote and promoted_first)
-        )
-        result.note = _describe(failure)
-        if failure is not None and result.right:
-            # What the guard cost: windows from the onset (or the start) to the flip.
-            result.delay = failure.windows_ingested - (result.onset_window or 0)
-    elif expect is Expect.DETECT:
-        onset = result.onset_window
-        if failure is None or onset is None:
-            result.right = False
-            result.note = "not detected" if onset is not None else "onset never reached"
-            return
-        result.delay = failure.windows_ingested - onset
-        result.right = result.delay > 0
-        result.note = f"{failure.action} after {result.delay} windows"
-
-
-def _describe(flip: Flip | None) -> str:
-    if flip is None:
-        return ""
-    return f"{flip.action} at {flip.second} s: {flip.reason[:120]}"

@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.decisions.runner import HEARTBEAT_EVERY, RunResult, run_scenario
-from bench.decisions.scenarios import BY_NAME, Expect, Scenario
+from bench.decisions.dispatch import Dispatch
+from bench.decisions.judge import DETECT_WITHIN, RunResult
+from bench.decisions.runner import HEARTBEAT_EVERY, run_scenario
+from bench.decisions.scenarios import CATALOGS, FLEET, Expect, Scenario, with_workers
 from control.automation.app import create_celery_app
 from control.automation.celery_app import AutomationCelery
 from control.migrate import upgrade
@@ -45,41 +47,69 @@ def simulation_app(directory: Path | None = None) -> AutomationCelery:
     return create_celery_app(settings)
 
 
-def _worker_run(job: tuple[str, int]) -> RunResult:
+@dataclass(frozen=True)
+class Job:
+    """One run: a scenario of a traffic profile, on pools of `workers`, one dispatch."""
+
+    profile: str
+    scenario: str
+    workers: int
+    dispatch: Dispatch
+    seed: int
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.scenario, self.workers, self.dispatch.value)
+
+
+def _worker_run(job: Job) -> RunResult:
     global _app, _runs_on_app
     if _app is None or _runs_on_app >= RUNS_PER_DATABASE:
         if _app is not None:
             _app.database.dispose()
         _app, _runs_on_app = simulation_app(), 0
     _runs_on_app += 1
-    name, seed = job
-    return run_scenario(_app, BY_NAME[name], seed)
+    scenario = with_workers(CATALOGS[job.profile][job.scenario], job.workers)
+    return run_scenario(_app, scenario, job.seed, job.dispatch)
 
 
 def _quiet() -> None:
     logging.disable(logging.WARNING)
 
 
+Key = tuple[str, int, str]  # scenario, workers per pool, dispatch
+
+
 def run_many(
-    scenarios: Sequence[Scenario],
+    scenarios: Sequence[str],
     runs: int,
     *,
+    workers: Sequence[int] = (4,),
+    dispatches: Sequence[Dispatch] = (Dispatch.BALANCER,),
+    profile: str = FLEET.name,
     jobs: int = 1,
     seed: int = 0,
-    progress: Callable[[str, int, int, int], None] | None = None,
-) -> dict[str, list[RunResult]]:
-    """`runs` runs of each scenario (seeds seed..seed+runs-1), in `jobs` processes."""
-    work = [(s.name, seed + i) for s in scenarios for i in range(runs)]
-    results: dict[str, list[RunResult]] = {s.name: [] for s in scenarios}
+    progress: Callable[[Key, int, int, int], None] | None = None,
+) -> dict[Key, list[RunResult]]:
+    """`runs` runs (seeds seed..seed+runs-1) of each scenario at each pool size and
+    dispatch, in `jobs` processes; results by (scenario, workers, dispatch)."""
+    work = [
+        Job(profile, name, n, d, seed + i)
+        for name in scenarios
+        for n in workers
+        for d in dispatches
+        for i in range(runs)
+    ]
+    results: dict[Key, list[RunResult]] = {job.key: [] for job in work}
     for result in _imap(work, jobs):
-        done = results[result.scenario]
+        done = results[result.key]
         done.append(result)
         if progress is not None:
-            progress(result.scenario, len(done), runs, sum(r.right for r in done))
+            progress(result.key, len(done), runs, sum(r.right for r in done))
     return results
 
 
-def _imap(work: list[tuple[str, int]], jobs: int) -> Iterator[RunResult]:
+def _imap(work: list[Job], jobs: int) -> Iterator[RunResult]:
     if jobs <= 1:
         _quiet()
         yield from map(_worker_run, work)
@@ -92,6 +122,8 @@ def _imap(work: list[tuple[str, int]], jobs: int) -> Iterator[RunResult]:
 @dataclass(frozen=True)
 class Summary:
     scenario: Scenario
+    workers: int
+    dispatch: str
     runs: int
     right: int
     false_flips: int  # disables/rollbacks where none was right (before any onset)
@@ -99,15 +131,25 @@ class Summary:
     delays: list[int]
     reaction_note: str
     guard: str  # the decision kind that acted most often
+    within: int | None  # detection scenarios: runs caught within DETECT_WITHIN windows
+    covered: int | None  # known true speedup: runs whose last interval covers it
+    no_interval: int  # runs whose last evaluation reported no interval
 
     @property
     def right_rate(self) -> float:
         return self.right / self.runs if self.runs else 0.0
 
 
-def summarize(scenario: Scenario, results: list[RunResult]) -> Summary:
+def summarize(
+    scenario: Scenario,
+    results: list[RunResult],
+    *,
+    workers: int | None = None,
+    dispatch: str = Dispatch.BALANCER.value,
+) -> Summary:
     false_flips = 0
     promotions_wrong = 0
+    expect = scenario.expect
     for r in results:
         failure = r.first(frozenset({"rollback", "disable"}))
         wrong_flip = failure is not None and (
@@ -117,15 +159,38 @@ def summarize(scenario: Scenario, results: list[RunResult]) -> Summary:
         false_flips += wrong_flip
         promoted = r.first(frozenset({"promote"}))
         # A good pair whose pool fails later (memory, outage) may be promoted before.
-        promotions_wrong += promoted is not None and (
-            scenario.expect is Expect.NO_FLIP
-            or (scenario.expect is Expect.DISABLE and scenario.never_promote)
+        promotions_wrong += (
+            (
+                promoted is not None
+                and (
+                    expect is Expect.NO_FLIP
+                    or (expect is Expect.DISABLE and scenario.never_promote)
+                )
+            )
+            or r.late_promotions > 0
+            or (expect is Expect.LOAD_CAPPED and not r.right)
         )
-    delays = sorted(r.delay for r in results if r.delay is not None and r.delay > 0)
+    # A drift may be caught before it crosses the margin (delay <= 0): still a detection.
+    delays = sorted(
+        r.delay for r in results if r.delay is not None and (r.delay > 0 or expect is Expect.DRIFT)
+    )
+    within = None
+    if expect in (Expect.DETECT, Expect.DRIFT):
+        within = sum(
+            r.delay is not None
+            and r.delay <= DETECT_WITHIN
+            and (r.delay > 0 or expect is Expect.DRIFT)
+            for r in results
+        )
+    covered = None
+    if scenario.true_speedup is not None:
+        covered = sum(bool(r.covers) for r in results)
     notes = [r.note for r in results if not r.right]
     kinds = [f.kind for r in results for f in r.flips if f.action in ("rollback", "disable")]
     return Summary(
         scenario=scenario,
+        workers=scenario.traffic.spec_workers if workers is None else workers,
+        dispatch=dispatch,
         runs=len(results),
         right=sum(r.right for r in results),
         false_flips=false_flips,
@@ -133,6 +198,9 @@ def summarize(scenario: Scenario, results: list[RunResult]) -> Summary:
         delays=delays,
         reaction_note=_common(notes),
         guard=max(set(kinds), key=kinds.count) if kinds else "",
+        within=within,
+        covered=covered,
+        no_interval=sum(r.interval is None for r in results),
     )
 
 
@@ -150,12 +218,8 @@ def _common(notes: list[str]) -> str:
 def delay_cell(delays: list[int]) -> str:
     if not delays:
         return ""
-    within = sum(d <= 3 for d in delays) / len(delays)
     p90 = delays[min(len(delays) - 1, int(0.9 * len(delays)))]
-    return (
-        f"median {statistics.median(delays):g}, p90 {p90}, max {delays[-1]}; "
-        f"<= 3 windows: {within:.0%}"
-    )
+    return f"median {statistics.median(delays):g}, p90 {p90}, max {delays[-1]}"
 
 
 def default_jobs() -> int:

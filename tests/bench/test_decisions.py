@@ -2,7 +2,9 @@
 
 The full suite (`python -m bench.decisions --runs 200`) writes bench/RESULTS.md; here a
 few seeded runs of each kind check the harness and the automation's verdicts end to end
-(real migrations, ingestion, heartbeats and Celery tasks on a virtual clock).
+(real migrations, ingestion, heartbeats and Celery tasks on a virtual clock), on the
+legacy profile (40 workers per pool) with random dispatch, where today's statistics
+are right; tests/bench/test_decisions_dispatch.py covers the balancer dispatch.
 """
 
 from collections.abc import Iterator
@@ -12,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.decisions.runner import Flip, RunResult, oracle_max_stage, run_scenario
-from bench.decisions.scenarios import BY_NAME, GOOD, TRAFFIC
+from bench.decisions.dispatch import Dispatch
+from bench.decisions.judge import Flip, RunResult, oracle_max_stage
+from bench.decisions.runner import run_scenario
+from bench.decisions.scenarios import CATALOGS, Scenario
 from bench.decisions.suite import simulation_app, summarize
 from bench.decisions.traffic import sample_arm
 from bench.decisions.windows import window_of
@@ -22,6 +26,12 @@ from control.contract import HISTOGRAM_FIELDS, SLICE_HISTOGRAM_FIELDS, Arm
 from gateway.telemetry import RequestRecord, TelemetryAggregator
 
 T0 = 1_700_000_000
+LEGACY = CATALOGS["legacy"]
+GOOD, TRAFFIC = LEGACY["good"].spec, LEGACY["good"].traffic
+
+
+def _run(app: AutomationCelery, scenario: Scenario, seed: int) -> RunResult:
+    return run_scenario(app, scenario, seed, Dispatch.RANDOM)
 
 
 def _records(requests_: object) -> Iterator[RequestRecord]:
@@ -106,7 +116,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AutomationCelery]:
 def test_identical_arms_are_neither_rolled_back_nor_promoted(
     app: AutomationCelery, seed: int
 ) -> None:
-    result = run_scenario(app, BY_NAME["null"], seed)
+    result = _run(app, LEGACY["null"], seed)
     assert result.right, result.note
     assert not [f for f in result.flips if f.action in ("rollback", "disable", "promote")]
     # It stops at the canary: paused, for lack of benefit or of conclusive evidence.
@@ -114,7 +124,7 @@ def test_identical_arms_are_neither_rolled_back_nor_promoted(
 
 
 def test_a_good_pair_reaches_full_through_every_stage(app: AutomationCelery) -> None:
-    result = run_scenario(app, BY_NAME["good"], 0)
+    result = _run(app, LEGACY["good"], 0)
     assert result.right, result.note
     assert [f.action for f in result.flips] == ["promote"] * 4
     assert result.final_state == "full"
@@ -122,7 +132,7 @@ def test_a_good_pair_reaches_full_through_every_stage(app: AutomationCelery) -> 
 
 @pytest.mark.parametrize("name", ["ramp_latency", "full_latency", "full_errors"])
 def test_regressions_are_caught_within_a_few_windows(app: AutomationCelery, name: str) -> None:
-    result = run_scenario(app, BY_NAME[name], 0)
+    result = _run(app, LEGACY[name], 0)
     assert result.right, result.note
     assert result.delay is not None and 1 <= result.delay <= 5
     expected = "rollback" if name == "ramp_latency" else "disable"
@@ -132,9 +142,9 @@ def test_regressions_are_caught_within_a_few_windows(app: AutomationCelery, name
 
 
 def test_a_pair_that_loses_under_load_stops_where_it_still_pays(app: AutomationCelery) -> None:
-    scenario = BY_NAME["load_loser"]
-    assert oracle_max_stage(scenario) == 25.0
-    result = run_scenario(app, scenario, 0)
+    scenario = LEGACY["load_loser"]
+    assert oracle_max_stage(scenario, Dispatch.RANDOM) == 25.0
+    result = _run(app, scenario, 0)
     assert result.right, result.note
     assert result.max_percentage == 25.0
 
@@ -148,7 +158,7 @@ def test_a_pair_that_loses_under_load_stops_where_it_still_pays(app: AutomationC
     ],
 )
 def test_guards_act_for_the_right_reason(app: AutomationCelery, name: str, code: str) -> None:
-    result = run_scenario(app, BY_NAME[name], 0)
+    result = _run(app, LEGACY[name], 0)
     assert result.right, result.note
     assert result.flips[-1].kind.endswith(code)
     if name == "weak":
@@ -156,8 +166,8 @@ def test_guards_act_for_the_right_reason(app: AutomationCelery, name: str, code:
 
 
 def test_tiny_traffic_never_flips_on_too_little_evidence(app: AutomationCelery) -> None:
-    result = run_scenario(app, BY_NAME["tiny"], 0)
-    summary = summarize(BY_NAME["tiny"], [result])
+    result = _run(app, LEGACY["tiny"], 0)
+    summary = summarize(LEGACY["tiny"], [result])
     assert summary.right == 1 and summary.false_flips == 0
     assert not [f for f in result.flips if f.action == "promote"]
 
@@ -170,6 +180,6 @@ def test_a_promotion_before_a_later_pool_failure_is_not_counted_wrong() -> None:
         ]
         return RunResult(name, 0, flips=flips, right=True)
 
-    memory = summarize(BY_NAME["memory"], [promoted_then_disabled("memory")])
-    weak = summarize(BY_NAME["weak"], [promoted_then_disabled("weak")])
+    memory = summarize(LEGACY["memory"], [promoted_then_disabled("memory")])
+    weak = summarize(LEGACY["weak"], [promoted_then_disabled("weak")])
     assert (memory.promotions_wrong, weak.promotions_wrong) == (0, 1)
