@@ -6,12 +6,14 @@ keys and tokens; none of this is HTTP."""
 import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from control.models import AdminToken
+from control.models import AdminToken, Pool
 
 
 class Scope(StrEnum):
@@ -59,3 +61,31 @@ def active_token(session: Session, secret: str) -> AdminToken | None:
             AdminToken.token_hash == hash_secret(secret), AdminToken.revoked_at.is_(None)
         )
     )
+
+
+def enrolled_pool_id(session: Session, enrolment: dict[str, Any]) -> int | None:
+    """The pool an agent enrolment is for, while that pool exists with the uid it was
+    enrolled under; None otherwise (the pool was deleted, and on SQLite its id may now
+    belong to another pool). Enrolments without a uid predate it and count for none."""
+    pool_id, pool_uid = enrolment.get("pool_id"), enrolment.get("pool_uid")
+    if not isinstance(pool_id, int) or not isinstance(pool_uid, str):
+        return None
+    if not 0 < pool_id < 2**31:  # no pool has it (and PostgreSQL's integer would refuse it)
+        return None
+    match = session.scalar(select(Pool.id).where(Pool.id == pool_id, Pool.uid == pool_uid))
+    return pool_id if match is not None else None
+
+
+def revoke_enrolments(session: Session, pool_uid: str, now: datetime) -> list[int]:
+    """Revokes every unrevoked agent token enrolled for the pool with `pool_uid`;
+    returns their ids."""
+    # NOTE: agent tokens are few (one per enrolled engine host) and the enrolment is
+    # JSON, queried the same way on SQLite and PostgreSQL by reading it here.
+    rows = session.scalars(select(AdminToken).where(AdminToken.revoked_at.is_(None))).all()
+    revoked = []
+    for row in rows:
+        if Scope.INTERNAL_AGENT in row.scopes and (row.extra or {}).get("pool_uid") == pool_uid:
+            row.revoked_at = now
+            revoked.append(row.id)
+    session.flush()
+    return revoked

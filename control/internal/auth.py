@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from fastapi import Depends, Request
 
 from control.api.deps import SessionDep, SettingsDep
-from control.credentials import Scope, active_token
+from control.credentials import Scope, active_token, enrolled_pool_id
 from control.errors import Forbidden, Unauthorized
 
 Role = Literal["gateway", "agent"]
@@ -31,7 +31,9 @@ Role = Literal["gateway", "agent"]
 class InternalPrincipal:
     actor: str
     role: Role
-    pool_id: int | None = None  # agents: the pool they are enrolled for
+    # Agents: the pool they are enrolled for; None once that pool is gone (whatever
+    # pool has its id now).
+    pool_id: int | None = None
     allowed_endpoints: tuple[str, ...] = ()  # agents: origins their workers may serve on
 
 
@@ -59,7 +61,7 @@ def internal_principal(
         return InternalPrincipal(
             actor=f"agent:{row.name}",
             role="agent",
-            pool_id=enrolment["pool_id"],
+            pool_id=enrolled_pool_id(session, enrolment),
             allowed_endpoints=tuple(enrolment.get("allowed_endpoints") or ()),
         )
     raise Forbidden("this token holds no internal scope", code="not_an_internal_token")
@@ -101,14 +103,27 @@ def endpoint_allowed(endpoint_url: str, allowed: tuple[str, ...]) -> bool:
     return False
 
 
+def not_enrolled(principal: InternalPrincipal) -> Forbidden:
+    """The one refusal for a pool an agent is not enrolled for.
+
+    NOTE: the same message and body whether the pool exists, never existed, or was
+    the agent's own and is gone, so an agent token cannot probe which pools exist.
+    """
+    return Forbidden(
+        f"{principal.actor} is not enrolled for this pool",
+        code="pool_not_enrolled",
+        details={"param": "pool_id"},
+    )
+
+
+def check_agent_pool(principal: InternalPrincipal, pool_id: int) -> None:
+    if principal.pool_id is None or pool_id != principal.pool_id:
+        raise not_enrolled(principal)
+
+
 def check_agent_beat(principal: InternalPrincipal, pool_id: int, endpoint_url: str) -> None:
     """An agent heartbeats only for its enrolled pool, from an allowed endpoint."""
-    if pool_id != principal.pool_id:
-        raise Forbidden(
-            f"{principal.actor} is enrolled for pool {principal.pool_id}, not pool {pool_id}",
-            code="pool_not_enrolled",
-            details={"param": "pool_id"},
-        )
+    check_agent_pool(principal, pool_id)
     if not endpoint_allowed(endpoint_url, principal.allowed_endpoints):
         raise Forbidden(
             f"{principal.actor} may not register a worker at this endpoint_url",

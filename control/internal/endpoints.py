@@ -15,13 +15,19 @@ from control.contract import (
     TelemetryBatch,
     WorkerHeartbeat,
 )
-from control.errors import Forbidden
-from control.internal.auth import Agent, Gateway, InternalPrincipal, check_agent_beat
+from control.internal.auth import (
+    Agent,
+    Gateway,
+    check_agent_beat,
+    check_agent_pool,
+    not_enrolled,
+)
 from control.internal.limits import check_batch, check_heartbeat
 from control.internal.pool_spec import pool_spec_by_id, pool_spec_by_name
 from control.internal.state import internal_lifespan, snapshot_service
 from control.snapshot.service import SnapshotService
 from control.telemetry.service import ingest_batch
+from control.workers.errors import UnknownPool
 from control.workers.service import record_heartbeat
 
 router = APIRouter(lifespan=internal_lifespan, tags=["internal"])
@@ -121,7 +127,8 @@ def post_heartbeat(
     "/pools/{pool_id}/spec", response_model=PoolSpec, responses=error_responses(401, 403, 404)
 )
 def get_pool_spec(pool_id: int, session: SessionDep, agent: Agent) -> PoolSpec:
-    return _own(agent, pool_spec_by_id(session, pool_id))
+    check_agent_pool(agent, pool_id)  # before the lookup: no 404 for other pools
+    return pool_spec_by_id(session, pool_id)
 
 
 @router.get(
@@ -130,13 +137,9 @@ def get_pool_spec(pool_id: int, session: SessionDep, agent: Agent) -> PoolSpec:
     responses=error_responses(401, 403, 404),
 )
 def get_pool_spec_by_name(name: str, session: SessionDep, agent: Agent) -> PoolSpec:
-    return _own(agent, pool_spec_by_name(session, name))
-
-
-def _own(agent: InternalPrincipal, spec: PoolSpec) -> PoolSpec:
-    if spec.id != agent.pool_id:
-        raise Forbidden(
-            f"{agent.actor} is enrolled for pool {agent.pool_id}, not this one",
-            code="pool_not_enrolled",
-        )
+    try:
+        spec = pool_spec_by_name(session, name)
+    except UnknownPool:
+        raise not_enrolled(agent) from None  # as for another agent's pool: no oracle
+    check_agent_pool(agent, spec.id)
     return spec

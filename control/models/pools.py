@@ -2,6 +2,7 @@
 
 from datetime import datetime
 from typing import Any
+from uuid import uuid4
 
 from sqlalchemy import JSON, BigInteger, Float, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -16,6 +17,10 @@ class Pool(Base):
     __tablename__ = "pools"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # NOTE: the pool's identity for credentials. SQLite reuses the highest id after a
+    # delete, so an agent enrolment names this too: a new pool with an old id is not
+    # the old pool.
+    uid: Mapped[str] = mapped_column(String(32), unique=True, default=lambda: uuid4().hex)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     served_model_name: Mapped[str] = mapped_column(String(200), index=True)
     target_ref: Mapped[str] = mapped_column(String(1000))

@@ -7,9 +7,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.contract.engine_args import EngineArgRefused, check_engine_args
+from control.credentials import revoke_enrolments
 from control.domain import InUse, NameTaken, found, record_change
 from control.errors import InvalidRequest
-from control.models import PairVersion, Pool
+from control.models import PairVersion, Pool, utcnow
 from control.pools import repository as repo
 from control.pools.schemas import PoolCreate, PoolUpdate
 from control.repository import delete_row, get_row
@@ -132,6 +133,9 @@ def delete_pool(session: Session, pool_id: int, *, actor: str) -> None:
     if users:
         raise InUse("pool", f"rollouts {', '.join(users)} use this pool", users)
     before = pool_state(pool)
+    # NOTE: an agent token is good for its pool only; with the pool gone it is good for
+    # nothing, so it is revoked with it (and the uid check refuses it regardless).
+    revoked = revoke_enrolments(session, pool.uid, utcnow())
     delete_row(session, pool)
     record_change(
         session,
@@ -140,4 +144,5 @@ def delete_pool(session: Session, pool_id: int, *, actor: str) -> None:
         entity_type="pool",
         entity_id=pool_id,
         before=before,
+        after={"revoked_agent_tokens": revoked} if revoked else None,
     )

@@ -174,7 +174,11 @@ def create_agent_token(
     pool = get_row(session, Pool, pool_id)
     if pool is None:
         raise Missing("pool", f"pool {pool_id} does not exist")
-    enrolment = {"pool_id": pool.id, "allowed_endpoints": list(body.allowed_endpoints)}
+    enrolment = {
+        "pool_id": pool.id,
+        "pool_uid": pool.uid,
+        "allowed_endpoints": list(body.allowed_endpoints),
+    }
     return _mint(session, body.name, {Scope.INTERNAL_AGENT.value}, enrolment, principal=principal)
 
 

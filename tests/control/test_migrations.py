@@ -1,5 +1,8 @@
 """The Alembic migrations build exactly the schema the ORM models describe."""
 
+import json
+from datetime import UTC, datetime
+
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
@@ -48,3 +51,73 @@ def test_upgrade_downgrade_upgrade_leaves_models_and_schema_equal(empty_db_url: 
 
 def test_session_fixture_sees_the_migrated_schema(session: object, db_url: str) -> None:
     assert set(Base.metadata.tables) <= _tables(db_url)
+
+
+def test_pool_uid_migration_binds_existing_enrolments_and_revokes_orphans(
+    empty_db_url: str,
+) -> None:
+    """0013 on a database with data: every pool gets a uid, an agent enrolment of an
+    existing pool is bound to it, one whose pool is gone is revoked."""
+    import sqlalchemy as sa
+
+    downgrade(empty_db_url)  # the database is shared with the other migration tests
+    upgrade(empty_db_url, "0012")
+    now = datetime.now(UTC)
+    pools = sa.table(
+        "pools",
+        *(sa.column(c) for c in ("id", "name", "served_model_name", "target_ref")),
+        sa.column("engine_args", sa.JSON()),
+        *(sa.column(c) for c in ("desired_workers", "created_at", "updated_at")),
+    )
+    tokens = sa.table(
+        "admin_tokens",
+        *(sa.column(c) for c in ("id", "name", "prefix", "token_hash", "created_at")),
+        sa.column("scopes", sa.JSON()),
+        sa.column("extra", sa.JSON()),
+    )
+    engine = make_engine(empty_db_url)
+    try:
+        with engine.begin() as conn:
+            for pool_id in (1, 2):
+                conn.execute(
+                    pools.insert().values(
+                        id=pool_id,
+                        name=f"p{pool_id}",
+                        served_model_name="tiny",
+                        target_ref="/m",
+                        engine_args={},
+                        desired_workers=1,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+            for token_id, scopes, extra in (
+                (1, ["internal:agent"], {"pool_id": 1, "allowed_endpoints": []}),
+                (2, ["internal:agent"], {"pool_id": 9, "allowed_endpoints": []}),
+                (3, ["admin:read"], {}),
+            ):
+                conn.execute(
+                    tokens.insert().values(
+                        id=token_id,
+                        name=f"t{token_id}",
+                        prefix="x",
+                        token_hash=str(token_id) * 64,
+                        created_at=now,
+                        scopes=scopes,
+                        extra=extra,
+                    )
+                )
+        upgrade(empty_db_url)
+        with engine.connect() as conn:
+            uids = dict(conn.execute(sa.text("SELECT id, uid FROM pools")).all())
+            rows = conn.execute(
+                sa.text("SELECT id, extra, revoked_at FROM admin_tokens ORDER BY id")
+            ).all()
+    finally:
+        engine.dispose()
+    assert len(set(uids.values())) == 2 and all(len(uid) == 32 for uid in uids.values())
+    extras = {row[0]: row[1] if isinstance(row[1], dict) else json.loads(row[1]) for row in rows}
+    revoked = {row[0]: row[2] is not None for row in rows}
+    assert extras[1] == {"pool_id": 1, "allowed_endpoints": [], "pool_uid": uids[1]}
+    assert revoked == {1: False, 2: True, 3: False}
+    assert _diff(empty_db_url) == []

@@ -137,19 +137,18 @@ def test_high_kv_cache_beats_are_counted_against_the_rollouts_threshold(
     assert base_counts == [0, 1]
 
 
-def test_unknown_pool_is_404_and_writes_nothing(
+def test_an_enrolment_for_a_missing_pool_is_403_and_writes_nothing(
     app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
     resp = app_client.post(
         "/internal/v1/workers/ghost/heartbeat",
         content=beat(pool_id=987654).model_dump_json(),
-        # An agent enrolled for that (missing) pool: the pool check itself answers.
+        # An enrolment naming a pool that does not exist: enrolled for nothing.
         headers=agent_headers(987654) | {"content-type": "application/json"},
     )
-    assert resp.status_code == 404
+    assert resp.status_code == 403
     error = resp.json()["error"]
-    assert (error["type"], error["code"]) == ("not_found_error", "unknown_pool")
-    assert "987654" in error["message"]
+    assert (error["type"], error["code"]) == ("permission_error", "pool_not_enrolled")
     assert session.get(Worker, "ghost") is None
     assert _audit(session, "ghost") == []
 
@@ -225,7 +224,7 @@ def test_heartbeat_values_past_the_columns_are_rejected(
         ("w1", {"endpoint_url": "http://" + "x" * 600}, 422, "endpoint_url"),
         ("w1", {"running": 2**31}, 422, "running"),
         ("w" * 201, {}, 422, "worker_id"),
-        ("w1", {"pool_id": 2**40}, 404, None),
+        ("w1", {"pool_id": 2**40}, 403, "pool_id"),
     )
     for worker_id, fields, status, param in cases:
         # Fields merged into the JSON: the contract model itself refuses bad URLs now.

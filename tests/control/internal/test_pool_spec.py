@@ -56,13 +56,27 @@ def test_baseline_pool_has_no_speculation(
     assert (spec.engine_args, spec.desired_workers) == ({}, 1)
 
 
-def test_unknown_pool_is_404_by_id_and_by_name(
-    app_client: TestClient, agent_headers: AgentHeaders
+def test_unknown_pool_is_the_same_403_as_another_agents_pool(
+    app_client: TestClient, session: Session, agent_headers: AgentHeaders
 ) -> None:
-    for path in ("/internal/v1/pools/424242/spec", "/internal/v1/pools/by-name/nope/spec"):
-        resp = app_client.get(path, headers=agent_headers(424242))
-        assert resp.status_code == 404, path
-        error = resp.json()["error"]
-        assert (error["type"], error["code"]) == ("not_found_error", "unknown_pool")
+    """No existence oracle: an agent learns nothing about pools it is not enrolled for."""
+    world = build_world(session)
+    session.commit()
+    headers = agent_headers(world.spec_pool.id)
+    answers = []
+    for path in (
+        "/internal/v1/pools/424242/spec",
+        f"/internal/v1/pools/{world.baseline_pool.id}/spec",
+        "/internal/v1/pools/by-name/nope/spec",
+        f"/internal/v1/pools/by-name/{world.baseline_pool.name}/spec",
+    ):
+        resp = app_client.get(path, headers=headers)
+        answers.append((resp.status_code, resp.json()))
+    assert answers[0][0] == 403
+    assert answers[0][1]["error"]["code"] == "pool_not_enrolled"
+    assert all(answer == answers[0] for answer in answers), answers
+    # An enrolment for a pool that does not exist is enrolled for nothing.
+    ghost = app_client.get("/internal/v1/pools/424242/spec", headers=agent_headers(424242))
+    assert ghost.status_code == 403
     bad_id = app_client.get("/internal/v1/pools/abc/spec", headers=agent_headers(424242))
     assert bad_id.status_code == 422

@@ -36,7 +36,10 @@ def _enrol(
     assert response.status_code == 201, response.text
     body: dict[str, Any] = response.json()
     assert body["scopes"] == ["internal:agent"]
-    assert body["extra"] == {"pool_id": pool_id, "allowed_endpoints": origins}
+    extra = dict(body["extra"])
+    # The pool's uid: what the enrolment is bound to (ids are reused on SQLite).
+    assert len(extra.pop("pool_uid")) == 32
+    assert extra == {"pool_id": pool_id, "allowed_endpoints": origins}
     return body
 
 
