@@ -5,7 +5,7 @@ renders them in one place, so a user mistake can never surface as a bare 500.
 """
 
 import logging
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,15 +29,25 @@ class GatewayError(Exception):
         code: str | None = None,
         param: str | None = None,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code if code is not None else self.default_code
         self.param = param
         self.headers = dict(headers or {})
+        self.details = details
 
     def body(self) -> ErrorBody:
         return ErrorBody.of(self.message, self.error_type, self.code, self.param)
+
+    def body_doc(self) -> dict[str, Any]:
+        """The body as JSON; `error.details` only where there are some (the engine's
+        status of an unexpected engine answer)."""
+        doc = self.body().model_dump()
+        if self.details:
+            doc["error"]["details"] = self.details
+        return doc
 
 
 class InvalidJSONError(GatewayError):
@@ -90,13 +100,14 @@ class QuotaExceeded(GatewayError):
 
 
 class UpstreamClientError(GatewayError):
-    """The engine refused the request as malformed (its 4xx); relayed with its status."""
+    """The engine refused the request as malformed (its 400, 404, 413 or 422); relayed
+    with its status and a named code (never the engine's bare status number)."""
 
     error_type = "invalid_request_error"
     default_code = "upstream_rejected"
 
     def __init__(self, message: str, *, status_code: int, code: str | None = None) -> None:
-        super().__init__(message, code=code)
+        super().__init__(message, code=code, details={"engine_status": status_code})
         self.status_code = status_code  # type: ignore[misc]
 
 
@@ -141,7 +152,7 @@ def _context_headers(request: Request) -> dict[str, str]:
 
 def error_response(request: Request, exc: GatewayError) -> JSONResponse:
     headers = _context_headers(request) | exc.headers
-    return JSONResponse(exc.body().model_dump(), status_code=exc.status_code, headers=headers)
+    return JSONResponse(exc.body_doc(), status_code=exc.status_code, headers=headers)
 
 
 def unexpected_error_response(request: Request) -> JSONResponse:

@@ -332,7 +332,13 @@ async def relay(
             hold_headers=settings.hold_stream_headers,
             headers=headers,
             finish=acct.finish,
+            max_event_bytes=settings.engine_max_body_bytes,
         )
     return await relay_json(
-        opened, request, timeout_s=settings.request_timeout_s, headers=headers, finish=acct.finish
+        opened,
+        request,
+        timeout_s=settings.request_timeout_s,
+        headers=headers,
+        finish=acct.finish,
+        max_body_bytes=settings.engine_max_body_bytes,
     )

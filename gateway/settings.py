@@ -121,6 +121,15 @@ class GatewaySettings(BaseSettings):
     max_body_bytes: int = Field(
         default=1 << 20, ge=1024, description="Larger request bodies are refused with 413."
     )
+    engine_max_body_bytes: int = Field(
+        default=16 << 20,
+        ge=1024,
+        description=(
+            "Largest non-streamed engine answer, and largest single event of a streamed "
+            "one, the gateway reads; a larger one is a 502 engine_body_too_large (or an "
+            "engine_event_too_large error event), never read whole."
+        ),
+    )
     segment_top_k: int = Field(
         default=20, ge=1, description="Segments with their own metric label; the rest: 'other'."
     )

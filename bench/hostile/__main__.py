@@ -18,7 +18,14 @@ import httpx
 
 from bench.hostile.control_cases import control_cases
 from bench.hostile.control_run import Tally, fuzz, seed, send_case
-from bench.hostile.upstream import GARBAGE_STREAM, MODES, NAN_JSON, REDIRECT, HostileEngine
+from bench.hostile.upstream import (
+    ENGINE_ANSWER_MODES,
+    GARBAGE_STREAM,
+    MODES,
+    NAN_JSON,
+    REDIRECT,
+    HostileEngine,
+)
 
 
 def control_tally(database_url: str | None, per_operation: int, work: Path) -> Tally:
@@ -77,28 +84,27 @@ def gateway_tally(rounds: int) -> Tally:
             run_gateway(Path(tmp), snapshot, breaker_failure_threshold=10**9) as gw,
             httpx.Client(timeout=30) as client,
         ):
-            for _ in range(rounds):
-                for mode in MODES:
-                    for stream in (False, True):
-                        body = {
-                            "model": "tiny",
-                            "messages": [{"role": "user", "content": mode}],
-                            "max_tokens": 4,
-                            "stream": stream,
-                        }
-                        r = client.post(
-                            f"{gw.base_url}/v1/chat/completions", json=body, headers=auth
-                        )
-                        what = f"{mode} stream={stream}"
-                        tally.statuses[r.status_code] += 1
-                        # An engine's fault is a 502/503 or an error event by design;
-                        # a 500 (the gateway's own defect) or a silent success is not.
-                        if r.status_code == 500:
-                            tally.server_errors.append(f"500 {what}")
-                        if mode in (NAN_JSON, REDIRECT, GARBAGE_STREAM) and (
-                            r.status_code == 200 and "error" not in r.text
-                        ):
-                            tally.server_errors.append(f"empty success for {what}")
+            # The engine-answer modes once each: two of them are 48 MiB.
+            plan = [m for _ in range(rounds) for m in MODES] + list(ENGINE_ANSWER_MODES)
+            for mode in plan:
+                for stream in (False, True):
+                    body = {
+                        "model": "tiny",
+                        "messages": [{"role": "user", "content": mode}],
+                        "max_tokens": 4,
+                        "stream": stream,
+                    }
+                    r = client.post(f"{gw.base_url}/v1/chat/completions", json=body, headers=auth)
+                    what = f"{mode} stream={stream}"
+                    tally.statuses[r.status_code] += 1
+                    # An engine's fault is a 502/503 or an error event by design;
+                    # a 500 (the gateway's own defect) or a silent success is not.
+                    if r.status_code == 500:
+                        tally.server_errors.append(f"500 {what}")
+                    if mode in (NAN_JSON, REDIRECT, GARBAGE_STREAM, *ENGINE_ANSWER_MODES) and (
+                        r.status_code == 200 and "error" not in r.text
+                    ):
+                        tally.server_errors.append(f"empty success for {what}")
     return tally
 
 

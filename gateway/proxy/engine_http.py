@@ -51,6 +51,14 @@ class EngineProtocolError(EngineHTTPError):
     """The engine's answer is not valid HTTP/1.1."""
 
 
+class EngineBodyTooLarge(Exception):
+    """The engine's answer is larger than the gateway reads (`read(limit=)`)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the engine's answer is larger than {limit} bytes")
+        self.limit = limit
+
+
 @dataclass(frozen=True, slots=True)
 class Origin:
     scheme: str
@@ -234,11 +242,30 @@ class EngineResponse:
             await conn.wait()
         return conn.take()
 
-    async def read(self) -> bytes:
+    async def read(self, limit: int | None = None) -> bytes:
+        """The whole body; with `limit`, EngineBodyTooLarge as soon as it is known to be
+        larger (its Content-Length, or the bytes read so far), so it is never held whole."""
+        if limit is not None:
+            declared = self.content_length()
+            if declared is not None and declared > limit:
+                raise EngineBodyTooLarge(limit)
         parts = []
+        size = 0
         while chunk := await self.readany():
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise EngineBodyTooLarge(limit)
             parts.append(chunk)
         return b"".join(parts)
+
+    def content_length(self) -> int | None:
+        for name, value in self._conn.raw_headers:
+            if name == b"content-length":
+                try:
+                    return int(value)
+                except ValueError:
+                    return None
+        return None
 
     def release(self) -> None:
         """Done with the answer: a fully read one returns its connection to the pool."""

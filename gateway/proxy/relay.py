@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway.errors import ClientDisconnected, GatewayError, UpstreamError, UpstreamTimeout
-from gateway.proxy.engine_http import EngineHTTPError, EngineResponse
+from gateway.proxy.engine_http import EngineBodyTooLarge, EngineHTTPError, EngineResponse
 from gateway.proxy.sanitize import (
     NO_SPEC,
     SpecStats,
@@ -34,7 +34,7 @@ from gateway.proxy.sanitize import (
     spec_stats,
     usage_of,
 )
-from gateway.proxy.sse import DONE, SSESplitter, frame
+from gateway.proxy.sse import DONE, EventTooLarge, SSESplitter, frame
 from gateway.proxy.upstream import Opened
 from gateway.telemetry.record import Outcome
 
@@ -96,7 +96,7 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
     if "error" in doc:
         result.outcome, result.http_status = "error", 502
         result.error_code = "engine_error"  # ours: the engine's message is never kept
-        return frame(json.dumps({"error": doc["error"]}).encode())
+        return engine_error_frame(doc["error"])
     choices = doc.get("choices")
     if choices:
         result.streamed_tokens += _tokens_in(choices)
@@ -118,6 +118,26 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
         return frame(payload)
     # NOTE: ASCII escapes: a lone surrogate in the engine's text could not be encoded.
     return frame(json.dumps(sanitize(doc, keep_usage=keep_usage)).encode())
+
+
+def engine_error_frame(error: Any) -> bytes:
+    """The gateway's typed error event for an engine's own (whatever its shape: a
+    string, `"type": "x"`, `"code": 500`): the engine's message when it has one, our
+    type and code, and the engine's code in `details`."""
+    message = "The engine reported an error"
+    detail: dict[str, Any] = {}
+    if isinstance(error, dict):
+        if isinstance(error.get("message"), str) and error["message"]:
+            message = error["message"][:2000]
+        engine_code = error.get("code")
+        if isinstance(engine_code, str | int) and not isinstance(engine_code, bool):
+            detail["engine_code"] = str(engine_code)[:64]
+    elif isinstance(error, str) and error:
+        message = error[:2000]
+    body: dict[str, Any] = {"message": message, "type": "upstream_error", "code": "engine_error"}
+    if detail:
+        body["details"] = detail
+    return frame(json.dumps({"error": body}).encode())
 
 
 def _tokens_in(choices: Any) -> int:
@@ -258,6 +278,7 @@ async def relay_stream(
     hold_headers: bool,
     headers: dict[str, str],
     finish: Finish,
+    max_event_bytes: int | None = None,
 ) -> RelayResponse:
     """The client's event stream. With `hold_headers` the first token is awaited here,
     so a failure before it is still an HTTP error; without, the status line goes out
@@ -265,7 +286,7 @@ async def relay_stream(
     result = RelayResult()
     response = opened.response
     breaker = opened.lease.breaker
-    splitter = SSESplitter()
+    splitter = SSESplitter(max_event_bytes)
     first: list[bytes] = []
     drained = False  # the engine ended the stream itself: its connection can be reused
 
@@ -287,6 +308,11 @@ async def relay_stream(
             return UpstreamTimeout(
                 "No first token from the engine in time", code="first_token_timeout"
             )
+        if isinstance(exc, EventTooLarge):
+            breaker.record_failure()
+            result.outcome, result.http_status = "error", 502
+            result.error_code = "engine_event_too_large"
+            return UpstreamError(str(exc), code="engine_event_too_large")
         if isinstance(exc, EngineEnded | EngineHTTPError):
             breaker.record_failure()
             result.outcome, result.http_status = "error", 502
@@ -302,7 +328,7 @@ async def relay_stream(
             await send(start)
             try:
                 await first_batch()
-            except (TimeoutError, EngineEnded, EngineHTTPError) as exc:
+            except (TimeoutError, EngineEnded, EngineHTTPError, EventTooLarge) as exc:
                 error = first_failed(exc)
                 assert error is not None
                 await _send_error(send, error.message, error.error_type, error.code or "")
@@ -337,6 +363,11 @@ async def relay_stream(
                 await _send_error(
                     send, "The engine stream broke", "upstream_error", "stream_broken"
                 )
+                return
+            except EventTooLarge as exc:
+                result.outcome, result.http_status = "error", 502
+                result.error_code = "engine_event_too_large"
+                await _send_error(send, str(exc), "upstream_error", "engine_event_too_large")
                 return
             if not batch:
                 drained = True
@@ -413,6 +444,7 @@ async def relay_json(
     timeout_s: float,
     headers: dict[str, str],
     finish: Finish,
+    max_body_bytes: int | None = None,
 ) -> JSONResponse:
     """Non-streaming: read the whole engine answer, or drop it if the client leaves."""
     result = RelayResult()
@@ -422,7 +454,7 @@ async def relay_json(
     try:
         try:
             async with asyncio.timeout(timeout_s):
-                content = await response.read()
+                content = await response.read(limit=max_body_bytes)
             read = True
         except asyncio.CancelledError:
             if not watch.swallow():
@@ -440,6 +472,14 @@ async def relay_json(
             result.outcome, result.http_status = "error", 502
             result.error_code = UpstreamError.default_code
             raise UpstreamError("The engine connection broke") from exc
+        except EngineBodyTooLarge as exc:
+            # NOTE: not read whole (nor parsed): the connection is dropped below.
+            opened.lease.breaker.record_failure()
+            result.outcome, result.http_status = "error", 502
+            result.error_code = "engine_body_too_large"
+            raise UpstreamError(
+                str(exc), code="engine_body_too_large", details={"limit_bytes": exc.limit}
+            ) from exc
         finally:
             watch.stop()
         opened.lease.breaker.record_success()

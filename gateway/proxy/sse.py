@@ -5,17 +5,23 @@ from collections.abc import AsyncIterable, AsyncIterator
 DONE = b"[DONE]"
 
 
+class EventTooLarge(Exception):
+    """One event of the engine's stream is larger than the gateway buffers."""
+
+
 class SSESplitter:
     """Incremental SSE parser: feed it raw chunks, get back each complete event's data.
 
     Multi-line data fields are joined with "\\n" as the SSE spec says; comment
-    and other field lines are ignored.
+    and other field lines are ignored. With `max_event_bytes`, an event still
+    unterminated past that size raises EventTooLarge instead of growing the buffer.
     """
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_buffer", "max_event_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int | None = None) -> None:
         self._buffer = b""
+        self.max_event_bytes = max_event_bytes
 
     def feed(self, chunk: bytes) -> list[bytes]:
         buffer = self._buffer + chunk
@@ -39,6 +45,9 @@ class SSESplitter:
             if data:
                 out.append(b"\n".join(data))
         self._buffer = buffer[start:]
+        if self.max_event_bytes is not None and len(self._buffer) > self.max_event_bytes:
+            self._buffer = b""
+            raise EventTooLarge(f"an engine event is larger than {self.max_event_bytes} bytes")
         return out
 
     def tail(self) -> bytes | None:

@@ -1,6 +1,7 @@
 """Open the engine request on one pool: pick a worker, send, try the next.
 
-Connect failures, 5xx and other non-2xx, non-4xx answers (a redirect) count
+Connect failures, 5xx and other answers that are neither a 2xx nor an engine's
+refusal of the request (a redirect, a 418) count
 against the worker's breaker and move on to the next usable worker of the
 pool; when none is left the pipeline's route step may go to the decision's
 fallback pool (reason `pool_unavailable`). Once the engine has accepted the
@@ -10,6 +11,7 @@ request (2xx headers) nothing is retried: the relay owns it from there.
 import asyncio
 import json
 import logging
+import re
 from dataclasses import dataclass
 
 from gateway.decision.decide import Decision
@@ -20,7 +22,12 @@ from gateway.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
-from gateway.proxy.engine_http import EngineClient, EngineHTTPError, EngineResponse
+from gateway.proxy.engine_http import (
+    EngineBodyTooLarge,
+    EngineClient,
+    EngineHTTPError,
+    EngineResponse,
+)
 from gateway.routing.balancer import Balancer, Lease
 
 log = logging.getLogger(__name__)
@@ -33,28 +40,54 @@ class Opened:
     response: EngineResponse
 
 
+# Engine statuses that say the request itself is wrong: relayed with their status.
+# Any other 4xx (401, 403, 405, 418, ...) is a misconfigured worker: a 502.
+RELAYED_CLIENT_STATUSES = frozenset({400, 404, 413, 422})
+# What an engine's error body is read up to: enough for any message, never a 48 MiB one.
+ERROR_BODY_LIMIT = 64 * 1024
+_NAMED_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_CLIENT_CODES = {404: "model_not_found", 413: "payload_too_large"}
+
+
+def _client_code(raw: object, message: str, status: int) -> str:
+    """A named code for an engine's refusal: the engine's own when it is one
+    (``context_length_exceeded``), else one named for what happened (vLLM sends its
+    status number, ``"code": 400``)."""
+    if isinstance(raw, str) and _NAMED_CODE.fullmatch(raw):
+        return raw
+    if "context length" in message.lower():
+        return "context_length_exceeded"
+    return _CLIENT_CODES.get(status, UpstreamClientError.default_code)
+
+
 def _engine_error(resp_body: bytes, status: int) -> GatewayError:
-    message, code = f"engine returned {status}", None
+    message, raw_code = f"engine returned {status}", None
     try:
         doc = json.loads(resp_body)
         err = doc.get("error", doc) if isinstance(doc, dict) else {}
         if isinstance(err, dict):
             message = str(err.get("message") or message)[:2000]
-            code = str(err["code"]) if err.get("code") is not None else None
-    except ValueError:
+            raw_code = err.get("code")
+    except (ValueError, RecursionError):
         pass
-    if 400 <= status < 500 and status != 429:
-        return UpstreamClientError(message, status_code=status, code=code)
+    details = {"engine_status": status}
+    if status in RELAYED_CLIENT_STATUSES:
+        return UpstreamClientError(
+            message, status_code=status, code=_client_code(raw_code, message, status)
+        )
     if status == 503 or status == 429:
-        return ServiceUnavailable(f"engine overloaded: {message}", code="engine_unavailable")
-    if status < 400:
-        # A redirect or an informational answer: no OpenAI engine sends one for a
-        # completion, so the worker is misconfigured (counted like a 5xx).
+        return ServiceUnavailable(
+            f"engine overloaded: {message}", code="engine_unavailable", details=details
+        )
+    if status < 500:
+        # A redirect, an informational answer or a 4xx no OpenAI engine sends for a
+        # completion (418, 401): the worker is misconfigured (counted like a 5xx).
         return UpstreamError(
             f"engine answered {status} instead of a completion: {message}",
             code="unexpected_engine_status",
+            details=details,
         )
-    return UpstreamError(message, code="engine_error")
+    return UpstreamError(message, code="engine_error", details=details)
 
 
 class PoolExhausted(Exception):
@@ -114,13 +147,13 @@ async def open_on_pool(
             return Opened(decision=decision, lease=lease, response=response)
         try:
             async with asyncio.timeout(header_timeout_s):
-                content = await response.read()
-        except (EngineHTTPError, TimeoutError):
+                content = await response.read(limit=ERROR_BODY_LIMIT)
+        except (EngineHTTPError, EngineBodyTooLarge, TimeoutError):
             content = b""
         finally:
             response.release()
         error = _engine_error(content, response.status)
-        if 400 <= response.status < 500:
+        if response.status in RELAYED_CLIENT_STATUSES or response.status == 429:
             # The engine is fine; the request is not. Neither a fault nor a retry.
             lease.breaker.record_success()
             lease.release()

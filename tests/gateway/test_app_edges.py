@@ -303,6 +303,7 @@ def test_engine_5xx_is_502_and_opens_the_breaker(tmp_path: Path) -> None:
                     "type": "upstream_error",
                     "code": "engine_error",
                     "param": None,
+                    "details": {"engine_status": 500},
                 }
             # Both pools share the one broken worker URL but are separate workers:
             # each request tried spec then baseline, so both breakers are open now.

@@ -24,6 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from gateway.proxy.engine_http import (
     _HIGH_WATER,
+    EngineBodyTooLarge,
     EngineClient,
     EngineConnectError,
     EngineDisconnected,
@@ -215,6 +216,41 @@ async def test_engine_dying_mid_stream_raises_after_the_bytes_that_came() -> Non
         with pytest.raises(EngineDisconnected):
             await response.readany()
         response.release()
+
+
+async def test_a_body_past_the_limit_is_refused_before_it_is_read_whole() -> None:
+    sent = {"bytes": 0}
+
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
+        if request.line.startswith("POST /declared"):
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 50331648\r\n\r\n")
+            await writer.drain()
+            return False
+        # Chunked, no length: 48 chunks of 1 MiB, unless the reader stops first.
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        part = b"x" * (1 << 20)
+        try:
+            for _ in range(48):
+                writer.write(chunked(part)[:-5])
+                await writer.drain()
+                sent["bytes"] += len(part)
+        except ConnectionError:
+            pass
+        return False
+
+    async with scripted_server(answer) as (server, client):
+        declared = await client.post(server.url, "/declared", b"{}", HEADERS)
+        with pytest.raises(EngineBodyTooLarge):
+            await declared.read(limit=1 << 20)  # from Content-Length: nothing read
+        declared.close()
+        streamed = await client.post(server.url, "/chunked", b"{}", HEADERS)
+        with pytest.raises(EngineBodyTooLarge):
+            await streamed.read(limit=1 << 20)
+        streamed.close()
+        await asyncio.sleep(0.2)
+    # The reader gave up after ~1 MiB and dropped the connection: the engine could not
+    # send its 48 MiB (a few MiB sit in socket buffers).
+    assert sent["bytes"] < 16 << 20
 
 
 async def test_engine_closing_before_an_answer_is_a_disconnect() -> None:
