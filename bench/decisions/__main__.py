@@ -93,7 +93,12 @@ def _distributions(summaries: list[Summary]) -> list[str]:
 
 
 def _section(
-    summaries: list[Summary], command: str, started: datetime, seconds: float, profile: str
+    summaries: list[Summary],
+    command: str,
+    started: datetime,
+    seconds: float,
+    profile: str,
+    start: str = "canary",
 ) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     described = {s.scenario.name: s.scenario.description for s in summaries}
@@ -106,7 +111,9 @@ def _section(
             f"average {load:.1f} at the end). Every run drives the real control plane "
             "(telemetry ingestion, heartbeats, the real Celery tasks applied in-process) on "
             "a virtual clock with the production cadence: 10 s windows, guards every 15 s, "
-            f"evaluation every 60 s; the {profile} traffic profile. Dispatch `balancer`: "
+            f"evaluation every 60 s; the {profile} traffic profile; rollouts start at "
+            + ("the canary" if start == "canary" else "full (an admin promotes them first)")
+            + ". Dispatch `balancer`: "
             "every request through the gateway's own least-outstanding balancer "
             "(gateway.routing.balancer) in continuous time, counted in the window it ends "
             "in; `random`: each request's load drawn as Poisson around the pool's "
@@ -167,6 +174,13 @@ def main(argv: list[str] | None = None) -> int:
         default=Dispatch.BALANCER.value,
         help="comma-separated: balancer (the gateway's balancer), random (Poisson load)",
     )
+    parser.add_argument(
+        "--start",
+        choices=["canary", "full"],
+        default="canary",
+        help="full: an admin takes each rollout to full before its first window, so the "
+        "monitors after full are measured whatever the canary's verdicts",
+    )
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes")
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--write-results", type=Path, help="write the section into this file")
@@ -202,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         profile=profile.name,
         jobs=args.jobs,
         seed=args.seed,
+        start_full=args.start == "full",
         progress=progress,
     )
     summaries = [

@@ -55,7 +55,12 @@ STOPPING_ACTIONS = frozenset({"rollback", "disable", "pause"})
 
 class _Run:
     def __init__(
-        self, app: AutomationCelery, scenario: Scenario, seed: int, dispatch: Dispatch
+        self,
+        app: AutomationCelery,
+        scenario: Scenario,
+        seed: int,
+        dispatch: Dispatch,
+        start_full: bool = False,
     ) -> None:
         self.app = app
         self.database: Database = app.database
@@ -66,6 +71,7 @@ class _Run:
             scenario.name, seed, workers=scenario.traffic.spec_workers, dispatch=dispatch.value
         )
         self.pools: BalancedPools | None = None
+        self.start_full = start_full
         # Each run on its own stretch of the virtual calendar, far from the others.
         self.start = datetime(2030, 1, 1, tzinfo=UTC) + timedelta(days=seed % 10_000)
         self.second = 0
@@ -141,6 +147,20 @@ class _Run:
                 # The scenarios judge canaries: the offline and shadow stages are waived.
                 waive=frozenset(Evidence),
             )
+            while self.start_full and rollout.state != RolloutState.FULL.value:
+                # An admin promotes stage by stage to full before any traffic: the
+                # monitors after full are judged whatever the canary's verdicts.
+                rollout = transition_rollout(
+                    session,
+                    rollout.id,
+                    RolloutAction.PROMOTE,
+                    expected_version=rollout.version,
+                    actor="admin:simulation",
+                    reason="start at full",
+                    evidence=None,
+                    task_id=None,
+                    kind=None,
+                )
             self.rollout_id, self.segment_id = rollout.id, segment.id
             self.pair_version_id, self.spec_pool_id = version.id, spec.id
             self.holdout = thresholds.holdout_percentage
@@ -157,6 +177,7 @@ class _Run:
     def run(self) -> RunResult:
         with use_clock(self.now):
             self.create()
+            self.window_state[0] = self._rollout()
             s = self.scenario
             ws = s.traffic.window_seconds
             self._heartbeat(0)
@@ -386,9 +407,12 @@ def run_scenario(
     scenario: Scenario,
     seed: int,
     dispatch: Dispatch = Dispatch.BALANCER,
+    *,
+    start_full: bool = False,
 ) -> RunResult:
-    """One run of `scenario` (its traffic's pool sizes, see `with_workers`)."""
-    run = _Run(app, scenario, seed, dispatch)
+    """One run of `scenario` (its traffic's pool sizes, see `with_workers`); with
+    `start_full`, an admin takes the rollout to full before the first window."""
+    run = _Run(app, scenario, seed, dispatch, start_full)
     result = run.run()
     result.final_state = run._rollout()[0].value
     result.interval = run.last_interval()

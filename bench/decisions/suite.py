@@ -56,6 +56,7 @@ class Job:
     workers: int
     dispatch: Dispatch
     seed: int
+    start_full: bool = False
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -70,7 +71,7 @@ def _worker_run(job: Job) -> RunResult:
         _app, _runs_on_app = simulation_app(), 0
     _runs_on_app += 1
     scenario = with_workers(CATALOGS[job.profile][job.scenario], job.workers)
-    return run_scenario(_app, scenario, job.seed, job.dispatch)
+    return run_scenario(_app, scenario, job.seed, job.dispatch, start_full=job.start_full)
 
 
 def _quiet() -> None:
@@ -89,12 +90,13 @@ def run_many(
     profile: str = FLEET.name,
     jobs: int = 1,
     seed: int = 0,
+    start_full: bool = False,
     progress: Callable[[Key, int, int, int], None] | None = None,
 ) -> dict[Key, list[RunResult]]:
     """`runs` runs (seeds seed..seed+runs-1) of each scenario at each pool size and
     dispatch, in `jobs` processes; results by (scenario, workers, dispatch)."""
     work = [
-        Job(profile, name, n, d, seed + i)
+        Job(profile, name, n, d, seed + i, start_full)
         for name in scenarios
         for n in workers
         for d in dispatches

@@ -191,3 +191,16 @@ def test_the_command_writes_one_row_per_scenario_workers_and_dispatch(tmp_path: 
         [" 2 ", " random "],
     ]
     assert all("| 100.0% |" in row for row in rows)
+
+
+def test_a_rollout_started_at_full_is_judged_by_the_monitors_after_full(
+    app: AutomationCelery,
+) -> None:
+    scenario = with_workers(BY_NAME["full_errors"], 4)
+    result = run_scenario(app, scenario, 0, start_full=True)
+    # An admin promoted it before any traffic: no automated promotion, the onset 5
+    # windows into full, the error spike (2 % -> 8 %) disabled within 3 windows.
+    assert result.max_percentage == 100.0 and result.onset_window == 5
+    assert [f.action for f in result.flips] == ["disable"]
+    assert result.flips[0].kind.endswith("error_regression")
+    assert result.right and result.delay is not None and 1 <= result.delay <= 3
