@@ -68,9 +68,9 @@ def allow_overrides(stack: DemoStack) -> None:
     assert stack.provisioned is not None
     admin = AdminClient(stack.endpoints.control_url, stack.endpoints.admin_token)
     try:
-        for tenant in admin.call("GET", "/tenants"):
+        for tenant in list(admin.tenants.list()):
             if tenant["name"] in stack.provisioned.tenant_keys:
-                admin.call("PATCH", f"/tenants/{tenant['id']}", json={"override_allowed": True})
+                admin.tenants.update(tenant["id"], {"override_allowed": True})
     finally:
         admin.close()
 

@@ -6,10 +6,12 @@ This module is where the domains' routers meet: `control.api` stays plumbing
 
 import logging
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 
 from control.api.body_guard import BodyGuard
 from control.api.handlers import install_error_handlers
+from control.api.openapi import install_openapi, operation_id
+from control.api.query import reject_unknown_query
 from control.api.request_id import RequestIdMiddleware
 from control.automation.dispatch import GuardDispatch
 from control.contract import INTERNAL_PREFIX
@@ -39,7 +41,8 @@ def admin_router() -> APIRouter:
     from control.tenants.endpoints import router as tenants
     from control.thresholds.endpoints import router as thresholds
 
-    gathered = APIRouter()
+    # NOTE: every admin route refuses query parameters it does not declare (422).
+    gathered = APIRouter(dependencies=[Depends(reject_unknown_query)])
     for router in (
         pairs,
         pools,
@@ -84,6 +87,7 @@ def create_app(
         title="specroute control plane",
         version="1",
         description="Admin REST (pairs, pools, segments, rollouts, ...) and the internal API.",
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.database = database
@@ -96,4 +100,5 @@ def create_app(
     app.include_router(internal_router, prefix=INTERNAL_PREFIX)
     install_metrics(app)
     app.include_router(health_router)
+    install_openapi(app)
     return app

@@ -7,10 +7,10 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from control.contract import QuotaWeights
+from control.contract.admin_client import DEV_ADMIN_TOKEN as DEV_ADMIN_TOKEN
 from control.contract.logs import LogFormat
 from engine.artifacts import default_model_roots
 
-DEV_ADMIN_TOKEN = "specroute-admin-dev"
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
 
 

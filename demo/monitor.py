@@ -109,7 +109,7 @@ class Monitor:
         return response.json()
 
     async def _sample_control(self) -> list[DecisionEvent]:
-        for row in await self._admin("/rollouts"):
+        for row in (await self._admin("/rollouts", limit=500))["items"]:
             segment = self.rollout_segments.get(row["id"])
             if segment is not None:
                 self.rollouts[segment] = RolloutView(row["state"], float(row["percentage"]))

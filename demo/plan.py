@@ -14,8 +14,7 @@ the gateway measured.
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
+from control.contract.admin_client import AdminClient as AdminClient
 from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS
 from engine.tiny.styles import rot13
 
@@ -139,26 +138,6 @@ class Provisioned:
             "rollout_ids": self.rollout_ids,
             "tenants": sorted(self.tenant_keys),
         }
-
-
-class AdminClient:
-    """The few admin REST calls the demo makes; an API error raises with its message."""
-
-    def __init__(self, control_url: str, admin_token: str) -> None:
-        self.http = httpx.Client(
-            base_url=control_url.rstrip("/") + "/admin/v1",
-            headers={"Authorization": f"Bearer {admin_token}"},
-            timeout=30.0,
-        )
-
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.http.request(method, path, **kwargs)
-        if response.is_error:
-            raise RuntimeError(f"{method} {path}: {response.status_code} {response.text[:500]}")
-        return response.json() if response.content else None
-
-    def close(self) -> None:
-        self.http.close()
 
 
 def provision(

@@ -300,7 +300,7 @@ class DemoStack:
     def _enrol_agents(self, pool_names: list[str]) -> dict[str, str]:
         admin = AdminClient(self.endpoints.control_url, self.endpoints.admin_token)
         try:
-            ids = {p["name"]: p["id"] for p in admin.call("GET", "/pools")}
+            ids = {p["name"]: p["id"] for p in admin.pools.list()}
             return {
                 name: admin.call(
                     "POST",

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from control.api.errors import ControlErrorBody, ControlErrorDetail, FieldError
@@ -129,6 +130,17 @@ async def _integrity_error(_request: Request, exc: Exception) -> JSONResponse:
     return render(409, f"conflicts with existing data: {detail}", "conflict_error", "integrity")
 
 
+async def _stale_row(_request: Request, exc: Exception) -> JSONResponse:
+    # NOTE: a versioned row's UPDATE/DELETE matched no row: a concurrent change won
+    # between this request's read and its write (the If-Match check passed first).
+    return render(
+        412,
+        "the resource changed while this request ran; read it again",
+        "precondition_failed_error",
+        "stale_version",
+    )
+
+
 async def _data_error(_request: Request, exc: Exception) -> JSONResponse:
     # NOTE: a value the column cannot hold (NUL in PostgreSQL text, an integer
     # beyond SQLite's 64 bits) is the caller's mistake, not ours.
@@ -174,6 +186,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(IntegrityError, _integrity_error)
+    app.add_exception_handler(StaleDataError, _stale_row)
     app.add_exception_handler(DataError, _data_error)
     app.add_exception_handler(OverflowError, _data_error)
     app.add_exception_handler(DBAPIError, _database_error)

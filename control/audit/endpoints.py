@@ -30,7 +30,7 @@ class AuditEvent(BaseModel):
 
 
 @router.get("", response_model=Page[AuditEvent], responses=error_responses())
-def list_audit(
+def list_audit_events(
     session: SessionDep,
     _: Reader,
     actor: str | None = Query(default=None, max_length=200),

@@ -9,10 +9,11 @@ import os
 from enum import StrEnum
 from typing import Any
 
-import httpx
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from control.contract.admin_client import DEV_ADMIN_TOKEN, AdminClient, AdminError, ApiError
 
 app = typer.Typer(
     help="Admin operations against the control plane's REST API.", no_args_is_help=True
@@ -49,19 +50,14 @@ class _LazyConsole:
 console: Any = _LazyConsole()
 
 
-DEV_ADMIN_TOKEN = "specroute-admin-dev"
-
-
 class Api:
+    """The SDK client plus the CLI's convention: an error prints one line, exits 1."""
+
     def __init__(self, url: str, token: str | None) -> None:
         self.token = token
-        self.client = httpx.Client(
-            base_url=url.rstrip("/") + "/admin/v1",
-            headers={"Authorization": f"Bearer {token}"} if token else {},
-            timeout=30.0,
-        )
+        self.client = AdminClient(url, token)
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _check_token(self) -> None:
         if not self.token:
             console.print(
                 "[red]no admin token: export SPECROUTE_ADMIN_TOKEN (the token `specroute control "
@@ -69,20 +65,29 @@ class Api:
                 f"--dev, SPECROUTE_DEV_TOKENS=1 uses {DEV_ADMIN_TOKEN}"
             )
             raise typer.Exit(code=1)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        self._check_token()
         try:
-            response = self.client.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            console.print(f"[red]control plane unreachable at {self.client.base_url}: {exc}")
+            return self.client.call(method, path, **kwargs)
+        except ApiError as exc:
+            console.print(f"[red]error {exc.status}: {exc}")
             raise typer.Exit(code=1) from exc
-        if response.is_error:
-            try:
-                error = response.json()["error"]
-                message = f"{error['message']} ({error['code']})"
-            except (ValueError, KeyError, TypeError):
-                message = response.text
-            console.print(f"[red]error {response.status_code}: {message}")
-            raise typer.Exit(code=1)
-        return response.json() if response.content else None
+        except AdminError as exc:
+            console.print(f"[red]{exc}")
+            raise typer.Exit(code=1) from exc
+
+    def items(self, path: str, **params: Any) -> list[Any]:
+        """Every item of a paginated listing."""
+        self._check_token()
+        try:
+            return list(self.client.pages(path, **params))
+        except ApiError as exc:
+            console.print(f"[red]error {exc.status}: {exc}")
+            raise typer.Exit(code=1) from exc
+        except AdminError as exc:
+            console.print(f"[red]{exc}")
+            raise typer.Exit(code=1) from exc
 
 
 _state: dict[str, Api] = {}
@@ -141,7 +146,7 @@ def _emit_json(body: Any) -> None:
 def _pair_id(pair: str) -> int:
     if pair.isdigit():
         return int(pair)
-    for row in api().request("GET", "/pairs"):
+    for row in api().items("/pairs"):
         if row["name"] == pair:
             return int(row["id"])
     console.print(f"[red]no pair named {pair!r}")
@@ -164,7 +169,7 @@ def pair_register(
     sample_method: str = typer.Option("greedy", help="greedy or probabilistic."),
 ) -> None:
     """Register a new immutable pair version (the artifacts are validated)."""
-    if not pair.isdigit() and not any(p["name"] == pair for p in api().request("GET", "/pairs")):
+    if not pair.isdigit() and not any(p["name"] == pair for p in api().items("/pairs")):
         api().request("POST", "/pairs", json={"name": pair})
     body = {
         "method": method,
@@ -179,7 +184,7 @@ def pair_register(
 @pair_app.command("list")
 def pair_list(output: Output = OutputOption) -> None:
     """Pairs with their versions."""
-    pairs = api().request("GET", "/pairs")
+    pairs = api().items("/pairs")
     if output is Output.json:
         _emit_json(pairs)
         return
@@ -213,7 +218,7 @@ def pair_suggest_depth(
     version: int = typer.Argument(..., help="Pair version id."),
 ) -> None:
     """Register the sibling version at the automation's advised depth (k)."""
-    for row in api().request("GET", "/pairs"):
+    for row in api().items("/pairs"):
         if any(v["id"] == version for v in row.get("versions", [])):
             sibling = api().request("POST", f"/pairs/{row['id']}/versions/{version}/suggest-depth")
             typer.echo(
@@ -258,7 +263,7 @@ def pool_enrol(
     """Enrol an engine agent for a pool; prints its token (shown once) alone on stdout."""
     import secrets
 
-    pools = {p["name"]: p["id"] for p in api().request("GET", "/pools")}
+    pools = {p["name"]: p["id"] for p in api().items("/pools")}
     pool_id = int(pool) if pool.isdigit() else pools.get(pool)
     if pool_id is None:
         console.print(f"[red]no pool named {pool!r}")
@@ -527,9 +532,9 @@ def audit(
 @app.command("status")
 def status(output: Output = OutputOption) -> None:
     """Rollouts and pools at a glance."""
-    pools = {p["id"]: p for p in api().request("GET", "/pools")}
-    segments = {s["id"]: s["name"] for s in api().request("GET", "/segments")}
-    rollouts = api().request("GET", "/rollouts")
+    pools = {p["id"]: p for p in api().items("/pools")}
+    segments = {s["id"]: s["name"] for s in api().items("/segments")}
+    rollouts = api().items("/rollouts")
     if output is Output.json:
         _emit_json({"rollouts": rollouts, "pools": list(pools.values())})
         return
@@ -582,7 +587,7 @@ def eval_sets(
 ) -> None:
     """Eval sets with their stale cases (past refresh-by), which evaluations get flagged on."""
     params = {"name": name} if name else {}
-    items = api().request("GET", "/eval-sets", params=params)
+    items = api().items("/eval-sets", **params)
     if output is Output.json:
         _emit_json(items)
         return
@@ -632,7 +637,7 @@ def evaluations(
 ) -> None:
     """Offline evaluations, newest first, with the stale cases each ran."""
     params = {"pair_version_id": pair_version} if pair_version else {}
-    items = api().request("GET", "/evaluations", params=params)
+    items = api().items("/evaluations", **params)
     if output is Output.json:
         _emit_json(items)
         return

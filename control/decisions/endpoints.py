@@ -61,7 +61,7 @@ def get_decision(decision_id: IdPath, session: SessionDep, _: Reader) -> Decisio
         **error_responses(404),
     },
 )
-def get_record(decision_id: IdPath, session: SessionDep, _: Reader) -> PlainTextResponse:
+def get_decision_record(decision_id: IdPath, session: SessionDep, _: Reader) -> PlainTextResponse:
     row = _get(session, decision_id)
     if row.record_markdown is None:
         raise Missing(

@@ -8,6 +8,7 @@ from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.idempotency import IdempotencyDep
 from control.api.ids import MAX_ID, IdPath
+from control.api.pagination import Cursor, Limit, Page, page_of
 from control.evaluations import repository as repo
 from control.evaluations import service
 from control.evaluations.schemas import (
@@ -21,11 +22,21 @@ from control.evaluations.schemas import (
 router = APIRouter(tags=["evaluations"])
 
 
-@router.get("/eval-sets", response_model=list[EvalSetSummary], responses=error_responses())
-def list_sets(
-    session: SessionDep, _: Reader, name: str | None = Query(default=None, max_length=100)
-) -> list[EvalSetSummary]:
-    return service.summaries(session, name)
+@router.get("/eval-sets", response_model=Page[EvalSetSummary], responses=error_responses())
+def list_eval_sets(
+    session: SessionDep,
+    _: Reader,
+    name: str | None = Query(default=None, max_length=100),
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[EvalSetSummary]:
+    rows = repo.page_sets(session, name=name, cursor=cursor, limit=limit)
+    more = len(rows) > limit
+    shown = rows[:limit]
+    return Page[EvalSetSummary](
+        items=service.summaries(session, shown),
+        next_cursor=str(shown[-1].id) if more and shown else None,
+    )
 
 
 @router.post(
@@ -36,28 +47,34 @@ def list_sets(
     description="Writes the next version of the named set (1 for a new name); sets are "
     "never edited. Cases carry prompt references and digests, never prompt text.",
 )
-def create_set(body: EvalSetCreate, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
+def create_eval_set(body: EvalSetCreate, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
     row = service.create_set(session, body, actor=idem.principal.actor)
     return idem.remember(service.describe(session, row.id), status_code=201)
 
 
 @router.get("/eval-sets/{set_id}", response_model=EvalSet, responses=error_responses(404))
-def get_set(set_id: IdPath, session: SessionDep, _: Reader) -> EvalSet:
+def get_eval_set(set_id: IdPath, session: SessionDep, _: Reader) -> EvalSet:
     return service.describe(session, set_id)
 
 
-@router.get("/evaluations", response_model=list[OfflineEvaluation], responses=error_responses())
+@router.get("/evaluations", response_model=Page[OfflineEvaluation], responses=error_responses())
 def list_evaluations(
     session: SessionDep,
     _: Reader,
     pair_version_id: int | None = Query(default=None, ge=1, le=MAX_ID),
     eval_set_id: int | None = Query(default=None, ge=1, le=MAX_ID),
-    limit: int = Query(default=50, ge=1, le=500),
-) -> list[OfflineEvaluation]:
-    rows = repo.list_evaluations(
-        session, pair_version_id=pair_version_id, eval_set_id=eval_set_id, limit=limit
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[OfflineEvaluation]:
+    """Newest first."""
+    rows = repo.page_evaluations(
+        session,
+        pair_version_id=pair_version_id,
+        eval_set_id=eval_set_id,
+        cursor=cursor,
+        limit=limit,
     )
-    return [OfflineEvaluation.model_validate(r) for r in rows]
+    return page_of(rows, limit, OfflineEvaluation.model_validate)
 
 
 @router.post(

@@ -7,6 +7,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from control.models import DepthRecommendation, EvalCase, EvalSet, OfflineEvaluation, Rollout
+from control.repository import equal_to, newest_first, oldest_first
 
 
 def latest_version(session: Session, name: str) -> int:
@@ -19,11 +20,11 @@ def latest_set(session: Session, name: str) -> EvalSet | None:
     )
 
 
-def list_sets(session: Session, name: str | None) -> list[EvalSet]:
-    query = select(EvalSet).order_by(EvalSet.name, EvalSet.version)
-    if name is not None:
-        query = query.where(EvalSet.name == name)
-    return list(session.scalars(query))
+def page_sets(
+    session: Session, *, name: str | None, cursor: str | None, limit: int
+) -> list[EvalSet]:
+    query = select(EvalSet).where(*equal_to((EvalSet.name, name)))
+    return oldest_first(session, query, EvalSet.id, cursor=cursor, limit=limit)
 
 
 def case_counts(session: Session) -> dict[int, int]:
@@ -49,15 +50,22 @@ def case_keys(session: Session, set_id: int) -> set[str]:
     return set(session.scalars(select(EvalCase.case_key).where(EvalCase.eval_set_id == set_id)))
 
 
-def list_evaluations(
-    session: Session, *, pair_version_id: int | None, eval_set_id: int | None, limit: int
+def page_evaluations(
+    session: Session,
+    *,
+    pair_version_id: int | None,
+    eval_set_id: int | None,
+    cursor: str | None,
+    limit: int,
 ) -> list[OfflineEvaluation]:
-    query = select(OfflineEvaluation).order_by(OfflineEvaluation.id.desc()).limit(limit)
-    if pair_version_id is not None:
-        query = query.where(OfflineEvaluation.pair_version_id == pair_version_id)
-    if eval_set_id is not None:
-        query = query.where(OfflineEvaluation.eval_set_id == eval_set_id)
-    return list(session.scalars(query))
+    """Newest first."""
+    query = select(OfflineEvaluation).where(
+        *equal_to(
+            (OfflineEvaluation.pair_version_id, pair_version_id),
+            (OfflineEvaluation.eval_set_id, eval_set_id),
+        )
+    )
+    return newest_first(session, query, OfflineEvaluation.id, cursor=cursor, limit=limit)
 
 
 def latest_evaluation(

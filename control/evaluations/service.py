@@ -53,8 +53,8 @@ def create_set(session: Session, body: EvalSetCreate, *, actor: str) -> EvalSet:
     return row
 
 
-def summaries(session: Session, name: str | None) -> list[EvalSetSummary]:
-    rows = repo.list_sets(session, name)
+def summaries(session: Session, rows: list[EvalSet]) -> list[EvalSetSummary]:
+    """Each set with its case count and the keys of cases past their refresh date."""
     counts = repo.case_counts(session)
     stale = repo.stale_keys(session, [r.id for r in rows], clock.now().date())
     out = []

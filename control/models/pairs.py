@@ -15,6 +15,9 @@ class Pair(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     description: Mapped[str] = mapped_column(String(500), default="")
+    # ETag / If-Match: SQLAlchemy bumps it on every UPDATE and adds WHERE version = …
+    version: Mapped[int] = mapped_column(default=1)
+    __mapper_args__ = {"version_id_col": version}
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     versions: Mapped[list["PairVersion"]] = relationship(

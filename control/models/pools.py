@@ -29,6 +29,9 @@ class Pool(Base):
     )
     engine_args: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     desired_workers: Mapped[int] = mapped_column(default=1)
+    # ETag / If-Match: SQLAlchemy bumps it on every UPDATE and adds WHERE version = …
+    version: Mapped[int] = mapped_column(default=1)
+    __mapper_args__ = {"version_id_col": version}
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -19,6 +19,9 @@ class Tenant(Base):
     weighted_tokens_per_minute: Mapped[int | None]
     # Share of the tenant's requests that get a per-request record (1.0: all).
     request_sample_rate: Mapped[float] = mapped_column(Float, default=1.0)
+    # ETag / If-Match: SQLAlchemy bumps it on every UPDATE and adds WHERE version = …
+    version: Mapped[int] = mapped_column(default=1)
+    __mapper_args__ = {"version_id_col": version}
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -1,13 +1,17 @@
 """/admin/v1/pairs and /admin/v1/pairs/{id}/versions (create and retire only)."""
 
-from fastapi import APIRouter, Body, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from control.api.auth import Reader, Writer
 from control.api.deps import SessionDep, SettingsDep
 from control.api.errors import error_responses
+from control.api.etag import NOT_MODIFIED, etag, not_modified, required_if_match_or_any, set_etag
 from control.api.idempotency import IdempotencyDep
 from control.api.ids import IdPath
+from control.api.pagination import Cursor, Limit, Page, page_of
 from control.pairs import repository as repo
 from control.pairs import service
 from control.pairs.schemas import Pair, PairCreate, PairUpdate, PairVersion, PairVersionCreate
@@ -15,9 +19,16 @@ from control.pairs.schemas import Pair, PairCreate, PairUpdate, PairVersion, Pai
 router = APIRouter(prefix="/pairs", tags=["pairs"])
 
 
-@router.get("", response_model=list[Pair], responses=error_responses())
-def list_pairs(session: SessionDep, _: Reader) -> list[Pair]:
-    return [Pair.model_validate(p) for p in repo.list_pairs(session)]
+@router.get("", response_model=Page[Pair], responses=error_responses())
+def list_pairs(
+    session: SessionDep,
+    _: Reader,
+    name: str | None = Query(default=None, max_length=100),
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[Pair]:
+    rows = repo.page_pairs(session, name=name, cursor=cursor, limit=limit)
+    return page_of(rows, limit, Pair.model_validate)
 
 
 @router.post(
@@ -30,30 +41,66 @@ def create_pair(
     body: PairCreate, session: SessionDep, principal: Writer, idem: IdempotencyDep
 ) -> JSONResponse:
     pair = service.create_pair(session, body, actor=principal.actor)
-    return idem.remember(Pair.model_validate(pair), status_code=201)
+    shown = Pair.model_validate(pair)
+    return idem.remember(
+        shown, status_code=201, headers={"ETag": etag(shown.version, shown.versions)}
+    )
 
 
-@router.get("/{pair_id}", response_model=Pair, responses=error_responses(404))
-def get_pair(pair_id: IdPath, session: SessionDep, _: Reader) -> Pair:
-    return Pair.model_validate(service.get_pair(session, pair_id))
+@router.get("/{pair_id}", response_model=Pair, responses={**NOT_MODIFIED, **error_responses(404)})
+def get_pair(
+    pair_id: IdPath, session: SessionDep, _: Reader, request: Request, response: Response
+) -> Pair | Response:
+    shown = Pair.model_validate(service.get_pair(session, pair_id))
+    return not_modified(request, response, shown.version, shown.versions) or shown
 
 
-@router.patch("/{pair_id}", response_model=Pair, responses=error_responses(404))
-def update_pair(pair_id: IdPath, body: PairUpdate, session: SessionDep, principal: Writer) -> Pair:
-    return Pair.model_validate(service.update_pair(session, pair_id, body, actor=principal.actor))
+@router.patch("/{pair_id}", response_model=Pair, responses=error_responses(404, 412, 428))
+def update_pair(
+    pair_id: IdPath,
+    body: PairUpdate,
+    session: SessionDep,
+    principal: Writer,
+    response: Response,
+    expected: Annotated[int | None, Depends(required_if_match_or_any)],
+) -> Pair:
+    pair = service.update_pair(
+        session, pair_id, body, actor=principal.actor, expected_version=expected
+    )
+    shown = Pair.model_validate(pair)
+    set_etag(response, shown.version, shown.versions)
+    return shown
 
 
 @router.delete(
-    "/{pair_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 409)
+    "/{pair_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(404, 409, 412, 428),
 )
-def delete_pair(pair_id: IdPath, session: SessionDep, principal: Writer) -> Response:
-    service.delete_pair(session, pair_id, actor=principal.actor)
+def delete_pair(
+    pair_id: IdPath,
+    session: SessionDep,
+    principal: Writer,
+    expected: Annotated[int | None, Depends(required_if_match_or_any)],
+) -> Response:
+    service.delete_pair(session, pair_id, actor=principal.actor, expected_version=expected)
     return Response(status_code=204)
 
 
-@router.get("/{pair_id}/versions", response_model=list[PairVersion], responses=error_responses(404))
-def list_versions(pair_id: IdPath, session: SessionDep, _: Reader) -> list[PairVersion]:
-    return [PairVersion.model_validate(v) for v in service.get_pair(session, pair_id).versions]
+@router.get("/{pair_id}/versions", response_model=Page[PairVersion], responses=error_responses(404))
+def list_pair_versions(
+    pair_id: IdPath,
+    session: SessionDep,
+    _: Reader,
+    version_status: str | None = Query(
+        default=None, alias="status", max_length=20, description="active or retired."
+    ),
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[PairVersion]:
+    pair = service.get_pair(session, pair_id)
+    rows = repo.page_versions(session, pair.id, status=version_status, cursor=cursor, limit=limit)
+    return page_of(rows, limit, PairVersion.model_validate)
 
 
 @router.post(
@@ -67,7 +114,7 @@ def list_versions(pair_id: IdPath, session: SessionDep, _: Reader) -> list[PairV
         "model roots 422 artifact_outside_model_roots."
     ),
 )
-def register_version(
+def register_pair_version(
     pair_id: IdPath,
     body: PairVersionCreate,
     session: SessionDep,
@@ -90,7 +137,9 @@ def register_version(
     response_model=PairVersion,
     responses=error_responses(404),
 )
-def get_version(pair_id: IdPath, version_id: IdPath, session: SessionDep, _: Reader) -> PairVersion:
+def get_pair_version(
+    pair_id: IdPath, version_id: IdPath, session: SessionDep, _: Reader
+) -> PairVersion:
     return PairVersion.model_validate(service.get_version(session, pair_id, version_id))
 
 
@@ -130,7 +179,7 @@ def suggest_depth(
     response_model=PairVersion,
     responses=error_responses(404, 409),
 )
-def retire_version(
+def retire_pair_version(
     pair_id: IdPath,
     version_id: IdPath,
     session: SessionDep,

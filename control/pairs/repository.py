@@ -5,12 +5,21 @@ from sqlalchemy.orm import Session, selectinload
 
 from control.contract import EXPOSING_STATES
 from control.models import DepthRecommendation, Pair, PairVersion, Rollout
+from control.repository import equal_to, oldest_first
 
 
-def list_pairs(session: Session) -> list[Pair]:
-    return list(
-        session.scalars(select(Pair).options(selectinload(Pair.versions)).order_by(Pair.id))
+def page_pairs(session: Session, *, name: str | None, cursor: str | None, limit: int) -> list[Pair]:
+    query = select(Pair).options(selectinload(Pair.versions)).where(*equal_to((Pair.name, name)))
+    return oldest_first(session, query, Pair.id, cursor=cursor, limit=limit)
+
+
+def page_versions(
+    session: Session, pair_id: int, *, status: str | None, cursor: str | None, limit: int
+) -> list[PairVersion]:
+    query = select(PairVersion).where(
+        PairVersion.pair_id == pair_id, *equal_to((PairVersion.status, status))
     )
+    return oldest_first(session, query, PairVersion.id, cursor=cursor, limit=limit)
 
 
 def get_pair(session: Session, pair_id: int) -> Pair | None:

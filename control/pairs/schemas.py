@@ -80,5 +80,9 @@ class Pair(BaseModel):
     id: int
     name: str
     description: str
+    version: int = Field(
+        description="Bumped by every change to the pair's own fields; the ETag (pair versions "
+        "are the `versions` list)."
+    )
     created_at: datetime
     versions: list[PairVersion]

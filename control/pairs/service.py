@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.domain import InUse, NameTaken, found, record_change
-from control.errors import Conflict
+from control.errors import Conflict, stale_version
 from control.models import Pair, PairVersion, utcnow
 from control.pairs import repository as repo
 from control.pairs.artifacts import check_adapter, check_artifacts
@@ -53,8 +53,12 @@ def create_pair(session: Session, body: PairCreate, *, actor: str) -> Pair:
     return pair
 
 
-def update_pair(session: Session, pair_id: int, body: PairUpdate, *, actor: str) -> Pair:
+def update_pair(
+    session: Session, pair_id: int, body: PairUpdate, *, actor: str, expected_version: int | None
+) -> Pair:
     pair = get_pair(session, pair_id)
+    if expected_version is not None and pair.version != expected_version:
+        raise stale_version("pair", pair.id, pair.version, expected_version)
     before = _pair_state(pair)
     pair.description = body.description
     session.flush()
@@ -70,8 +74,12 @@ def update_pair(session: Session, pair_id: int, body: PairUpdate, *, actor: str)
     return pair
 
 
-def delete_pair(session: Session, pair_id: int, *, actor: str) -> None:
+def delete_pair(
+    session: Session, pair_id: int, *, actor: str, expected_version: int | None
+) -> None:
     pair = get_pair(session, pair_id)
+    if expected_version is not None and pair.version != expected_version:
+        raise stale_version("pair", pair.id, pair.version, expected_version)
     if pair.versions:
         raise Conflict(
             f"pair {pair.name!r} has versions; retire them instead", code="pair_has_versions"

@@ -1,13 +1,17 @@
 """/admin/v1/pools."""
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from control.api.auth import Reader, Writer
 from control.api.deps import SessionDep, SettingsDep
 from control.api.errors import error_responses
+from control.api.etag import NOT_MODIFIED, etag, not_modified, required_if_match_or_any, set_etag
 from control.api.idempotency import IdempotencyDep
 from control.api.ids import IdPath
+from control.api.pagination import Cursor, Limit, Page, page_of
 from control.pools import repository as repo
 from control.pools import service
 from control.pools.schemas import Pool, PoolCreate, PoolUpdate
@@ -17,9 +21,19 @@ from control.tenants.schemas import AdminToken, AdminTokenCreated, AgentTokenCre
 router = APIRouter(prefix="/pools", tags=["pools"])
 
 
-@router.get("", response_model=list[Pool], responses=error_responses())
-def list_pools(session: SessionDep, _: Reader) -> list[Pool]:
-    return [Pool.model_validate(p) for p in repo.list_pools(session)]
+@router.get("", response_model=Page[Pool], responses=error_responses())
+def list_pools(
+    session: SessionDep,
+    _: Reader,
+    name: str | None = Query(default=None, max_length=100),
+    served_model_name: str | None = Query(default=None, max_length=200),
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[Pool]:
+    rows = repo.page_pools(
+        session, name=name, served_model_name=served_model_name, cursor=cursor, limit=limit
+    )
+    return page_of(rows, limit, Pool.model_validate)
 
 
 @router.post(
@@ -38,21 +52,29 @@ def create_pool(
     pool = service.create_pool(
         session, body, actor=principal.actor, model_roots=settings.resolved_model_roots()
     )
-    return idem.remember(Pool.model_validate(pool), status_code=201)
+    shown = Pool.model_validate(pool)
+    return idem.remember(
+        shown, status_code=201, headers={"ETag": etag(pool.version, shown.workers)}
+    )
 
 
-@router.get("/{pool_id}", response_model=Pool, responses=error_responses(404))
-def get_pool(pool_id: IdPath, session: SessionDep, _: Reader) -> Pool:
-    return Pool.model_validate(service.get_pool(session, pool_id))
+@router.get("/{pool_id}", response_model=Pool, responses={**NOT_MODIFIED, **error_responses(404)})
+def get_pool(
+    pool_id: IdPath, session: SessionDep, _: Reader, request: Request, response: Response
+) -> Pool | Response:
+    shown = Pool.model_validate(service.get_pool(session, pool_id))
+    return not_modified(request, response, shown.version, shown.workers) or shown
 
 
-@router.patch("/{pool_id}", response_model=Pool, responses=error_responses(404))
+@router.patch("/{pool_id}", response_model=Pool, responses=error_responses(404, 412, 428))
 def update_pool(
     pool_id: IdPath,
     body: PoolUpdate,
     session: SessionDep,
     principal: Writer,
     settings: SettingsDep,
+    response: Response,
+    expected: Annotated[int | None, Depends(required_if_match_or_any)],
 ) -> Pool:
     """422 `target_mismatch` when the change would leave a rollout's arms serving
     different adapter sets."""
@@ -62,15 +84,25 @@ def update_pool(
         body,
         actor=principal.actor,
         model_roots=settings.resolved_model_roots(),
+        expected_version=expected,
     )
-    return Pool.model_validate(pool)
+    shown = Pool.model_validate(pool)
+    set_etag(response, shown.version, shown.workers)
+    return shown
 
 
 @router.delete(
-    "/{pool_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404, 409)
+    "/{pool_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(404, 409, 412, 428),
 )
-def delete_pool(pool_id: IdPath, session: SessionDep, principal: Writer) -> Response:
-    service.delete_pool(session, pool_id, actor=principal.actor)
+def delete_pool(
+    pool_id: IdPath,
+    session: SessionDep,
+    principal: Writer,
+    expected: Annotated[int | None, Depends(required_if_match_or_any)],
+) -> Response:
+    service.delete_pool(session, pool_id, actor=principal.actor, expected_version=expected)
     return Response(status_code=204)
 
 

@@ -4,10 +4,23 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from control.models import Pool, Rollout
+from control.repository import equal_to, oldest_first
 
 
-def list_pools(session: Session) -> list[Pool]:
-    return list(session.scalars(select(Pool).options(selectinload(Pool.workers)).order_by(Pool.id)))
+def page_pools(
+    session: Session,
+    *,
+    name: str | None,
+    served_model_name: str | None,
+    cursor: str | None,
+    limit: int,
+) -> list[Pool]:
+    query = (
+        select(Pool)
+        .options(selectinload(Pool.workers))
+        .where(*equal_to((Pool.name, name), (Pool.served_model_name, served_model_name)))
+    )
+    return oldest_first(session, query, Pool.id, cursor=cursor, limit=limit)
 
 
 def get_pool(session: Session, pool_id: int) -> Pool | None:

@@ -49,6 +49,7 @@ class Pool(BaseModel):
     pair_version_id: int | None
     engine_args: dict[str, Any]
     desired_workers: int
+    version: int = Field(description="Bumped by every change; the ETag.")
     created_at: datetime
     updated_at: datetime
     workers: list[WorkerSummary]

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from control.contract.engine_args import EngineArgRefused, check_engine_args
 from control.credentials import revoke_enrolments
 from control.domain import InUse, NameTaken, found, record_change
-from control.errors import InvalidRequest
+from control.errors import InvalidRequest, stale_version
 from control.models import PairVersion, Pool, utcnow
 from control.pools import repository as repo
 from control.pools.schemas import PoolCreate, PoolUpdate
@@ -101,8 +101,11 @@ def update_pool(
     *,
     actor: str,
     model_roots: Sequence[Path],
+    expected_version: int | None,
 ) -> Pool:
     pool = get_pool(session, pool_id)
+    if expected_version is not None and pool.version != expected_version:
+        raise stale_version("pool", pool.id, pool.version, expected_version)
     before = pool_state(pool)
     if body.engine_args is not None:
         check_pool_engine_args(body.engine_args, model_roots)
@@ -127,8 +130,12 @@ def update_pool(
     return pool
 
 
-def delete_pool(session: Session, pool_id: int, *, actor: str) -> None:
+def delete_pool(
+    session: Session, pool_id: int, *, actor: str, expected_version: int | None
+) -> None:
     pool = get_pool(session, pool_id)
+    if expected_version is not None and pool.version != expected_version:
+        raise stale_version("pool", pool.id, pool.version, expected_version)
     users = repo.rollouts_using(session, pool_id)
     if users:
         raise InUse("pool", f"rollouts {', '.join(users)} use this pool", users)

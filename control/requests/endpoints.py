@@ -19,7 +19,8 @@ from control.contract.requests import Outcome
 from control.requests import repository as repo
 from control.requests.acceptance import acceptance_by_adapter
 from control.requests.schemas import AdapterAcceptanceList, AdapterAcceptanceOut, RequestRecord
-from control.requests.service import as_utc, get_request
+from control.requests.service import as_utc
+from control.requests.service import get_request as newest_record
 
 router = APIRouter(prefix="/requests", tags=["requests"])
 adapters_router = APIRouter(prefix="/adapters", tags=["adapters"])
@@ -77,11 +78,18 @@ def list_requests(
     "/{request_id}",
     response_model=RequestRecord,
     responses={
-        200: {"headers": {"X-Records-With-Id": {"description": "Records sharing this id."}}},
+        200: {
+            "headers": {
+                "X-Records-With-Id": {
+                    "description": "Records sharing this id.",
+                    "schema": {"type": "integer"},
+                }
+            }
+        },
         **error_responses(404),
     },
 )
-def read_request(
+def get_request(
     session: SessionDep,
     _: Reader,
     response: Response,
@@ -89,7 +97,7 @@ def read_request(
 ) -> RequestRecord:
     """The newest record with this id (a client may reuse an x-request-id; the listing
     filters show all of them)."""
-    row, count = get_request(session, request_id)
+    row, count = newest_record(session, request_id)
     response.headers["X-Records-With-Id"] = str(count)
     return RequestRecord.model_validate(row)
 
@@ -97,7 +105,7 @@ def read_request(
 @adapters_router.get(
     "/acceptance", response_model=AdapterAcceptanceList, responses=error_responses()
 )
-def adapter_acceptance(
+def get_adapter_acceptance(
     session: SessionDep,
     _: Reader,
     adapter: str | None = Query(default=None, max_length=256, description="Only this adapter."),

@@ -2,15 +2,24 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from control.api.auth import Reader, Writer
 from control.api.deps import SessionDep, SettingsDep
 from control.api.errors import error_responses
-from control.api.etag import etag, if_match, required_if_match, set_etag
+from control.api.etag import (
+    NOT_MODIFIED,
+    etag,
+    if_match,
+    not_modified,
+    required_if_match,
+    required_if_match_or_any,
+    set_etag,
+)
 from control.api.idempotency import IdempotencyDep
 from control.api.ids import MAX_ID, IdPath
+from control.api.pagination import Cursor, Limit, Page, page_of
 from control.contract import RolloutState
 from control.rollouts import repository as repo
 from control.rollouts import service
@@ -20,15 +29,25 @@ from control.rollouts.state_machine import RolloutAction
 router = APIRouter(prefix="/rollouts", tags=["rollouts"])
 
 
-@router.get("", response_model=list[Rollout], responses=error_responses())
+@router.get("", response_model=Page[Rollout], responses=error_responses())
 def list_rollouts(
     session: SessionDep,
     _: Reader,
+    name: str | None = Query(default=None, max_length=100),
     state: RolloutState | None = Query(default=None),
     segment_id: int | None = Query(default=None, ge=1, le=MAX_ID),
-) -> list[Rollout]:
-    rows = repo.list_rollouts(session, state=state.value if state else None, segment_id=segment_id)
-    return [Rollout.of(r) for r in rows]
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[Rollout]:
+    rows = repo.page_rollouts(
+        session,
+        name=name,
+        state=state.value if state else None,
+        segment_id=segment_id,
+        cursor=cursor,
+        limit=limit,
+    )
+    return page_of(rows, limit, Rollout.of)
 
 
 @router.post(
@@ -47,11 +66,14 @@ def create_rollout(
     )
 
 
-@router.get("/{rollout_id}", response_model=Rollout, responses=error_responses(404))
-def get_rollout(rollout_id: IdPath, session: SessionDep, _: Reader, response: Response) -> Rollout:
+@router.get(
+    "/{rollout_id}", response_model=Rollout, responses={**NOT_MODIFIED, **error_responses(404)}
+)
+def get_rollout(
+    rollout_id: IdPath, session: SessionDep, _: Reader, request: Request, response: Response
+) -> Rollout | Response:
     rollout = service.get_rollout(session, rollout_id)
-    set_etag(response, rollout.version)
-    return Rollout.of(rollout)
+    return not_modified(request, response, rollout.version) or Rollout.of(rollout)
 
 
 @router.patch("/{rollout_id}", response_model=Rollout, responses=error_responses(404, 412, 428))
@@ -73,13 +95,13 @@ def update_rollout(
 @router.delete(
     "/{rollout_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses=error_responses(404, 409, 412),
+    responses=error_responses(404, 409, 412, 428),
 )
 def delete_rollout(
     rollout_id: IdPath,
     session: SessionDep,
     principal: Writer,
-    expected: Annotated[int | None, Depends(if_match)],
+    expected: Annotated[int | None, Depends(required_if_match_or_any)],
 ) -> Response:
     service.delete_rollout(session, rollout_id, expected_version=expected, actor=principal.actor)
     return Response(status_code=204)

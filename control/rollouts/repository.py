@@ -6,15 +6,22 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from control.models import Rollout, utcnow
+from control.repository import equal_to, oldest_first
 
 
-def list_rollouts(session: Session, *, state: str | None, segment_id: int | None) -> list[Rollout]:
-    query = select(Rollout).order_by(Rollout.id)
-    if state is not None:
-        query = query.where(Rollout.state == state)
-    if segment_id is not None:
-        query = query.where(Rollout.segment_id == segment_id)
-    return list(session.scalars(query))
+def page_rollouts(
+    session: Session,
+    *,
+    name: str | None,
+    state: str | None,
+    segment_id: int | None,
+    cursor: str | None,
+    limit: int,
+) -> list[Rollout]:
+    query = select(Rollout).where(
+        *equal_to((Rollout.name, name), (Rollout.state, state), (Rollout.segment_id, segment_id))
+    )
+    return oldest_first(session, query, Rollout.id, cursor=cursor, limit=limit)
 
 
 def get_rollout(session: Session, rollout_id: int) -> Rollout | None:

@@ -6,10 +6,14 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from control.models import Rollout, Segment, utcnow
+from control.repository import equal_to, oldest_first
 
 
-def list_segments(session: Session) -> list[Segment]:
-    return list(session.scalars(select(Segment).order_by(Segment.priority.desc(), Segment.id)))
+def page_segments(
+    session: Session, *, name: str | None, cursor: str | None, limit: int
+) -> list[Segment]:
+    query = select(Segment).where(*equal_to((Segment.name, name)))
+    return oldest_first(session, query, Segment.id, cursor=cursor, limit=limit)
 
 
 def get_segment(session: Session, segment_id: int) -> Segment | None:

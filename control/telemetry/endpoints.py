@@ -29,7 +29,7 @@ class StoredWindow(TelemetryWindow):
 
 
 @router.get("/windows", response_model=list[StoredWindow], responses=error_responses(422))
-def get_windows(
+def list_telemetry_windows(
     session: SessionDep,
     _: Reader,
     ids: str = Query(

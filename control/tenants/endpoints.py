@@ -1,13 +1,17 @@
 """/admin/v1/tenants, /admin/v1/tenants/{id}/keys and /admin/v1/admin-tokens."""
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from control.api.auth import Reader, Writer
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
+from control.api.etag import NOT_MODIFIED, etag, not_modified, required_if_match_or_any, set_etag
 from control.api.idempotency import IdempotencyDep
 from control.api.ids import IdPath
+from control.api.pagination import Cursor, Limit, Page, page_of
 from control.tenants import repository as repo
 from control.tenants import service
 from control.tenants.schemas import (
@@ -25,9 +29,16 @@ from control.tenants.schemas import (
 router = APIRouter(tags=["tenants"])
 
 
-@router.get("/tenants", response_model=list[Tenant], responses=error_responses())
-def list_tenants(session: SessionDep, _: Reader) -> list[Tenant]:
-    return [Tenant.model_validate(t) for t in repo.list_tenants(session)]
+@router.get("/tenants", response_model=Page[Tenant], responses=error_responses())
+def list_tenants(
+    session: SessionDep,
+    _: Reader,
+    name: str | None = Query(default=None, max_length=100),
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[Tenant]:
+    rows = repo.page_tenants(session, name=name, cursor=cursor, limit=limit)
+    return page_of(rows, limit, Tenant.model_validate)
 
 
 @router.post(
@@ -38,37 +49,69 @@ def list_tenants(session: SessionDep, _: Reader) -> list[Tenant]:
 )
 def create_tenant(body: TenantCreate, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
     tenant = service.create_tenant(session, body, actor=idem.principal.actor)
-    return idem.remember(Tenant.model_validate(tenant), status_code=201)
+    return idem.remember(
+        Tenant.model_validate(tenant), status_code=201, headers={"ETag": etag(tenant.version)}
+    )
 
 
-@router.get("/tenants/{tenant_id}", response_model=Tenant, responses=error_responses(404))
-def get_tenant(tenant_id: IdPath, session: SessionDep, _: Reader) -> Tenant:
-    return Tenant.model_validate(service.get_tenant(session, tenant_id))
+@router.get(
+    "/tenants/{tenant_id}",
+    response_model=Tenant,
+    responses={**NOT_MODIFIED, **error_responses(404)},
+)
+def get_tenant(
+    tenant_id: IdPath, session: SessionDep, _: Reader, request: Request, response: Response
+) -> Tenant | Response:
+    tenant = service.get_tenant(session, tenant_id)
+    return not_modified(request, response, tenant.version) or Tenant.model_validate(tenant)
 
 
-@router.patch("/tenants/{tenant_id}", response_model=Tenant, responses=error_responses(404))
+@router.patch(
+    "/tenants/{tenant_id}", response_model=Tenant, responses=error_responses(404, 412, 428)
+)
 def update_tenant(
-    tenant_id: IdPath, body: TenantUpdate, session: SessionDep, principal: Writer
+    tenant_id: IdPath,
+    body: TenantUpdate,
+    session: SessionDep,
+    principal: Writer,
+    response: Response,
+    expected: Annotated[int | None, Depends(required_if_match_or_any)],
 ) -> Tenant:
-    tenant = service.update_tenant(session, tenant_id, body, actor=principal.actor)
+    tenant = service.update_tenant(
+        session, tenant_id, body, actor=principal.actor, expected_version=expected
+    )
+    set_etag(response, tenant.version)
     return Tenant.model_validate(tenant)
 
 
 @router.delete(
     "/tenants/{tenant_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses=error_responses(404),
+    responses=error_responses(404, 412, 428),
 )
-def delete_tenant(tenant_id: IdPath, session: SessionDep, principal: Writer) -> Response:
-    service.delete_tenant(session, tenant_id, actor=principal.actor)
+def delete_tenant(
+    tenant_id: IdPath,
+    session: SessionDep,
+    principal: Writer,
+    expected: Annotated[int | None, Depends(required_if_match_or_any)],
+) -> Response:
+    service.delete_tenant(session, tenant_id, actor=principal.actor, expected_version=expected)
     return Response(status_code=204)
 
 
 @router.get(
-    "/tenants/{tenant_id}/keys", response_model=list[ApiKey], responses=error_responses(404)
+    "/tenants/{tenant_id}/keys", response_model=Page[ApiKey], responses=error_responses(404)
 )
-def list_keys(tenant_id: IdPath, session: SessionDep, _: Reader) -> list[ApiKey]:
-    return [ApiKey.model_validate(k) for k in service.get_tenant(session, tenant_id).keys]
+def list_api_keys(
+    tenant_id: IdPath,
+    session: SessionDep,
+    _: Reader,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[ApiKey]:
+    tenant = service.get_tenant(session, tenant_id)
+    rows = repo.page_keys(session, tenant.id, cursor=cursor, limit=limit)
+    return page_of(rows, limit, ApiKey.model_validate)
 
 
 @router.post(
@@ -78,7 +121,7 @@ def list_keys(tenant_id: IdPath, session: SessionDep, _: Reader) -> list[ApiKey]
     responses=error_responses(404),
     description="The key is in this response only; store it now.",
 )
-def create_key(
+def create_api_key(
     tenant_id: IdPath, body: ApiKeyCreate, session: SessionDep, idem: IdempotencyDep
 ) -> JSONResponse:
     key, secret = service.create_key(session, tenant_id, body.name, actor=idem.principal.actor)
@@ -91,16 +134,23 @@ def create_key(
     response_model=ApiKey,
     responses=error_responses(404),
 )
-def revoke_key(
+def revoke_api_key(
     tenant_id: IdPath, key_id: IdPath, session: SessionDep, idem: IdempotencyDep
 ) -> JSONResponse:
     key = service.revoke_key(session, tenant_id, key_id, actor=idem.principal.actor)
     return idem.remember(ApiKey.model_validate(key), status_code=200)
 
 
-@router.get("/admin-tokens", response_model=list[AdminToken], responses=error_responses())
-def list_admin_tokens(session: SessionDep, _: Reader) -> list[AdminToken]:
-    return [AdminToken.model_validate(t) for t in repo.list_admin_tokens(session)]
+@router.get("/admin-tokens", response_model=Page[AdminToken], responses=error_responses())
+def list_admin_tokens(
+    session: SessionDep,
+    _: Reader,
+    name: str | None = Query(default=None, max_length=100),
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[AdminToken]:
+    rows = repo.page_admin_tokens(session, name=name, cursor=cursor, limit=limit)
+    return page_of(rows, limit, AdminToken.model_validate)
 
 
 @router.post(

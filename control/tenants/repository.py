@@ -4,10 +4,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.models import AdminToken, ApiKey, Tenant
+from control.repository import equal_to, oldest_first
 
 
-def list_tenants(session: Session) -> list[Tenant]:
-    return list(session.scalars(select(Tenant).order_by(Tenant.id)))
+def page_tenants(
+    session: Session, *, name: str | None, cursor: str | None, limit: int
+) -> list[Tenant]:
+    query = select(Tenant).where(*equal_to((Tenant.name, name)))
+    return oldest_first(session, query, Tenant.id, cursor=cursor, limit=limit)
+
+
+def page_keys(session: Session, tenant_id: int, *, cursor: str | None, limit: int) -> list[ApiKey]:
+    query = select(ApiKey).where(ApiKey.tenant_id == tenant_id)
+    return oldest_first(session, query, ApiKey.id, cursor=cursor, limit=limit)
 
 
 def tenant_by_name(session: Session, name: str) -> Tenant | None:
@@ -18,8 +27,11 @@ def get_key(session: Session, tenant_id: int, key_id: int) -> ApiKey | None:
     return session.scalar(select(ApiKey).where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id))
 
 
-def list_admin_tokens(session: Session) -> list[AdminToken]:
-    return list(session.scalars(select(AdminToken).order_by(AdminToken.id)))
+def page_admin_tokens(
+    session: Session, *, name: str | None, cursor: str | None, limit: int
+) -> list[AdminToken]:
+    query = select(AdminToken).where(*equal_to((AdminToken.name, name)))
+    return oldest_first(session, query, AdminToken.id, cursor=cursor, limit=limit)
 
 
 def admin_token_by_name(session: Session, name: str) -> AdminToken | None:

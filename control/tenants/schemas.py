@@ -48,6 +48,7 @@ class Tenant(BaseModel):
     override_allowed: bool
     weighted_tokens_per_minute: int | None
     request_sample_rate: float
+    version: int = Field(description="Bumped by every change; the ETag.")
     created_at: datetime
     updated_at: datetime
 

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from control.audit.service import record_audit
 from control.credentials import ADMIN_SCOPES, Principal, Scope, hash_secret, new_secret
 from control.domain import Missing, NameTaken, found, record_change
-from control.errors import Forbidden, InvalidRequest
+from control.errors import Forbidden, InvalidRequest, stale_version
 from control.models import AdminToken, ApiKey, Pool, Tenant, utcnow
 from control.repository import delete_row, get_row
 from control.tenants import repository as repo
@@ -70,8 +70,17 @@ def create_tenant(session: Session, body: TenantCreate, *, actor: str) -> Tenant
     return tenant
 
 
-def update_tenant(session: Session, tenant_id: int, body: TenantUpdate, *, actor: str) -> Tenant:
+def update_tenant(
+    session: Session,
+    tenant_id: int,
+    body: TenantUpdate,
+    *,
+    actor: str,
+    expected_version: int | None,
+) -> Tenant:
     tenant = get_tenant(session, tenant_id)
+    if expected_version is not None and tenant.version != expected_version:
+        raise stale_version("tenant", tenant.id, tenant.version, expected_version)
     before = tenant_state(tenant)
     changes = body.model_dump(exclude_unset=True, exclude={"clear_quota"})
     for field, value in changes.items():
@@ -92,8 +101,12 @@ def update_tenant(session: Session, tenant_id: int, body: TenantUpdate, *, actor
     return tenant
 
 
-def delete_tenant(session: Session, tenant_id: int, *, actor: str) -> None:
+def delete_tenant(
+    session: Session, tenant_id: int, *, actor: str, expected_version: int | None
+) -> None:
     tenant = get_tenant(session, tenant_id)
+    if expected_version is not None and tenant.version != expected_version:
+        raise stale_version("tenant", tenant.id, tenant.version, expected_version)
     before = tenant_state(tenant)
     for key in list(tenant.keys):
         delete_row(session, key)

@@ -4,13 +4,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from control.models import ThresholdSet
+from control.repository import equal_to, oldest_first
 
 
-def list_sets(session: Session, name: str | None) -> list[ThresholdSet]:
-    query = select(ThresholdSet).order_by(ThresholdSet.name, ThresholdSet.version)
-    if name is not None:
-        query = query.where(ThresholdSet.name == name)
-    return list(session.scalars(query))
+def page_sets(
+    session: Session, *, name: str | None, cursor: str | None, limit: int
+) -> list[ThresholdSet]:
+    query = select(ThresholdSet).where(*equal_to((ThresholdSet.name, name)))
+    return oldest_first(session, query, ThresholdSet.id, cursor=cursor, limit=limit)
 
 
 def get_set(session: Session, set_id: int) -> ThresholdSet | None:

@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from control.contract.admin_client import DEV_ADMIN_TOKEN
+
 
 def load_prompts(path: Path) -> list[Any]:
     """JSON lines with "messages" (chat) or "prompt" (text); any other file: one prompt a line."""
@@ -79,7 +81,7 @@ def distill(
         "http://127.0.0.1:8000", "--url", envvar="SPECROUTE_ADMIN_URL", help="Control plane URL."
     ),
     token: str = typer.Option(
-        "specroute-admin-dev", "--token", envvar="SPECROUTE_ADMIN_TOKEN", help="Admin token."
+        DEV_ADMIN_TOKEN, "--token", envvar="SPECROUTE_ADMIN_TOKEN", help="Admin token."
     ),
 ) -> None:
     """Distil a draft for a target from a prompt file (progress, checkpoints, model card)."""

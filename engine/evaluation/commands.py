@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from control.contract import PairVersionSpec, PoolSpec
+from control.contract.admin_client import DEV_ADMIN_TOKEN
 
 
 def _free_port() -> int:
@@ -36,7 +37,7 @@ def evaluate(
         "http://127.0.0.1:8000", "--url", envvar="SPECROUTE_ADMIN_URL", help="Control plane URL."
     ),
     token: str = typer.Option(
-        "specroute-admin-dev", "--token", envvar="SPECROUTE_ADMIN_TOKEN", help="Admin token."
+        DEV_ADMIN_TOKEN, "--token", envvar="SPECROUTE_ADMIN_TOKEN", help="Admin token."
     ),
     engine_url: str | None = typer.Option(
         None,
@@ -91,6 +92,7 @@ def evaluate(
         admin_client,
         choose_cost_ratio,
         evaluation_body,
+        post_evaluation,
         resolve,
         run_all,
         tally,
@@ -151,13 +153,7 @@ def evaluate(
             )
             posted = None
             if post:
-                response = api.post("/evaluations", json=body)
-                if response.is_error:
-                    raise EvaluationError(
-                        f"control refused the evaluation ({response.status_code}): "
-                        f"{response.text[:500]}"
-                    )
-                posted = response.json()
+                posted = post_evaluation(api, body)
     except (EvaluationError, PromptStoreError) as exc:
         console.print(f"[red]{exc}")
         raise typer.Exit(code=1) from exc

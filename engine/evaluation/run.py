@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from control.contract.admin_client import AdminClient, AdminError
 from engine.evaluation.measure import DecodeTiming, Tally, expected_speedups, timed_cost_ratio
 from engine.evaluation.prompts import load_store, resolve_cases
 
@@ -34,35 +35,38 @@ class Result:
     texts: list[tuple[str, str]] = field(default_factory=list)
 
 
-def admin_client(control_url: str, token: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=control_url.rstrip("/") + "/admin/v1",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30.0,
-    )
+def admin_client(control_url: str, token: str) -> AdminClient:
+    """The admin SDK (control.contract.admin_client), the one client of the admin API."""
+    return AdminClient(control_url, token)
 
 
-def _ok(response: httpx.Response) -> Any:
-    if response.is_error:
-        raise EvaluationError(f"control answered {response.status_code}: {response.text[:500]}")
-    return response.json()
-
-
-def pair_version(api: httpx.Client, version_id: int) -> dict[str, Any]:
-    for pair in _ok(api.get("/pairs")):
-        for version in pair.get("versions", []):
-            if version["id"] == version_id:
-                return {**version, "pair_name": pair["name"]}
+def pair_version(api: AdminClient, version_id: int) -> dict[str, Any]:
+    try:
+        for pair in api.pairs.list():
+            for version in pair.get("versions", []):
+                if version["id"] == version_id:
+                    return {**version, "pair_name": pair["name"]}
+    except AdminError as exc:
+        raise EvaluationError(f"control: {exc}") from exc
     raise EvaluationError(f"pair version {version_id} does not exist")
 
 
-def latest_eval_set(api: httpx.Client, name: str) -> dict[str, Any]:
-    versions = _ok(api.get("/eval-sets", params={"name": name}))
-    if not versions:
-        raise EvaluationError(f"eval set {name!r} does not exist")
-    latest = max(versions, key=lambda s: s["version"])
-    detail: dict[str, Any] = _ok(api.get(f"/eval-sets/{latest['id']}"))
-    return detail
+def latest_eval_set(api: AdminClient, name: str) -> dict[str, Any]:
+    try:
+        versions = list(api.eval_sets.list(name=name))
+        if not versions:
+            raise EvaluationError(f"eval set {name!r} does not exist")
+        latest = max(versions, key=lambda s: s["version"])
+        return api.eval_sets.get(latest["id"])
+    except AdminError as exc:
+        raise EvaluationError(f"control: {exc}") from exc
+
+
+def post_evaluation(api: AdminClient, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return api.evaluations.create(body)
+    except AdminError as exc:
+        raise EvaluationError(f"control refused the evaluation: {exc}") from exc
 
 
 def weights_bytes(model_dir: str) -> int:
@@ -326,7 +330,7 @@ def evaluation_body(
 
 
 def resolve(
-    api: httpx.Client, version_id: int, eval_set_name: str
+    api: AdminClient, version_id: int, eval_set_name: str
 ) -> tuple[dict[str, Any], dict[str, Any], list[tuple[dict[str, Any], Any]]]:
     version = pair_version(api, version_id)
     if version["method"] != "draft_model" or not version.get("draft_ref"):

@@ -40,10 +40,10 @@ def test_register_with_a_holdout_andallow_overrides(tmp_path: Path) -> None:
             headers={"Authorization": f"Bearer {stack.endpoints.admin_token}"},
         )
         with admin:
-            sets = admin.get("/threshold-sets").json()
-            tenants = admin.get("/tenants").json()
-            pools = admin.get("/pools").json()
-            registered = {x["name"] for x in admin.get("/segments").json()}
+            sets = admin.get("/threshold-sets").json()["items"]
+            tenants = admin.get("/tenants").json()["items"]
+            pools = admin.get("/pools").json()["items"]
+            registered = {x["name"] for x in admin.get("/segments").json()["items"]}
         mine = next(s for s in sets if s["id"] == plan.threshold_set_id)
         assert mine["holdout_percentage"] == 2.0
         assert registered == {x.name for x in segments}

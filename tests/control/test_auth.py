@@ -74,7 +74,7 @@ def test_write_only_token_cannot_read_and_revoked_token_is_401(
     assert revoked.json()["revoked_at"] is not None
     after = app_client.post("/admin/v1/pairs", json={"name": "late"}, headers=writer)
     assert after.status_code == 401
-    listed = app_client.get("/admin/v1/admin-tokens", headers=admin_headers).json()
+    listed = app_client.get("/admin/v1/admin-tokens", headers=admin_headers).json()["items"]
     assert [t["name"] for t in listed] == ["writer"]
     assert "token" not in listed[0]
 

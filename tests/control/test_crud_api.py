@@ -18,18 +18,27 @@ def test_pair_list_update_and_delete(
         "id"
     ]
     listed = app_client.get("/admin/v1/pairs", headers=admin_headers).json()
-    assert [(p["name"], p["versions"]) for p in listed] == [("lone", [])]
+    assert [(p["name"], p["versions"]) for p in listed["items"]] == [("lone", [])]
     patched = app_client.patch(
-        f"/admin/v1/pairs/{pid}", json={"description": "new"}, headers=admin_headers
+        f"/admin/v1/pairs/{pid}",
+        json={"description": "new"},
+        headers={**admin_headers, "If-Match": '"1"'},
     )
     assert patched.status_code == 200
-    assert patched.json()["description"] == "new"
+    assert (patched.json()["description"], patched.json()["version"]) == ("new", 2)
     not_found = app_client.patch(
-        "/admin/v1/pairs/987654", json={"description": "x"}, headers=admin_headers
+        "/admin/v1/pairs/987654",
+        json={"description": "x"},
+        headers={**admin_headers, "If-Match": '"1"'},
     )
     assert not_found.status_code == 404
     assert not_found.json()["error"]["code"] == "pair_not_found"
-    assert app_client.delete(f"/admin/v1/pairs/{pid}", headers=admin_headers).status_code == 204
+    unconditional = app_client.delete(f"/admin/v1/pairs/{pid}", headers=admin_headers)
+    assert unconditional.status_code == 428
+    deleted = app_client.delete(
+        f"/admin/v1/pairs/{pid}", headers={**admin_headers, "If-Match": patched.headers["ETag"]}
+    )
+    assert deleted.status_code == 204
     assert session.get(Pair, pid) is None
     actions = session.scalars(
         select(AuditEvent.action).where(AuditEvent.entity_type == "pair").order_by(AuditEvent.id)
@@ -40,20 +49,20 @@ def test_pair_list_update_and_delete(
 def test_listings_of_pools_segments_tenants_and_rollout_filters(
     app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
 ) -> None:
-    pools = app_client.get("/admin/v1/pools", headers=admin_headers).json()
+    pools = app_client.get("/admin/v1/pools", headers=admin_headers).json()["items"]
     assert [p["name"] for p in pools] == ["tiny-spec", "tiny-base"]
-    segments = app_client.get("/admin/v1/segments", headers=admin_headers).json()
+    segments = app_client.get("/admin/v1/segments", headers=admin_headers).json()["items"]
     assert [s["name"] for s in segments] == ["code"]
     app_client.post("/admin/v1/tenants", json={"name": "acme"}, headers=admin_headers)
-    tenants = app_client.get("/admin/v1/tenants", headers=admin_headers).json()
+    tenants = app_client.get("/admin/v1/tenants", headers=admin_headers).json()["items"]
     assert [t["name"] for t in tenants] == ["acme"]
     drafts = app_client.get("/admin/v1/rollouts?state=draft", headers=admin_headers).json()
-    assert [r["name"] for r in drafts] == ["code-tiny"]
+    assert [r["name"] for r in drafts["items"]] == ["code-tiny"]
     canaries = app_client.get("/admin/v1/rollouts?state=canary", headers=admin_headers).json()
-    assert canaries == []
+    assert canaries == {"items": [], "next_cursor": None}
     by_segment = app_client.get(
         f"/admin/v1/rollouts?segment_id={seeded['segment']['id']}", headers=admin_headers
-    ).json()
+    ).json()["items"]
     assert [r["id"] for r in by_segment] == [seeded["rollout"]["id"]]
     bad_state = app_client.get("/admin/v1/rollouts?state=sideways", headers=admin_headers)
     assert bad_state.status_code == 422
@@ -79,7 +88,9 @@ def test_rollout_delete_only_as_draft_and_unknown_threshold_on_patch(
     assert app_client.post(
         f"/admin/v1/rollouts/{rid}/start", headers=admin_headers, json=WAIVE_ALL
     ).is_success
-    live = app_client.delete(f"/admin/v1/rollouts/{rid}", headers=admin_headers)
+    live = app_client.delete(
+        f"/admin/v1/rollouts/{rid}", headers={**admin_headers, "If-Match": "*"}
+    )
     assert live.status_code == 409
     assert session.get(Rollout, rid) is not None
 
@@ -98,7 +109,12 @@ def test_draft_rollout_and_its_segment_can_be_deleted(
         f"/admin/v1/segments/{sid}", headers={**admin_headers, "If-Match": '"2"'}
     )
     assert stale.status_code == 412
-    assert app_client.delete(f"/admin/v1/segments/{sid}", headers=admin_headers).status_code == 204
+    assert (
+        app_client.delete(
+            f"/admin/v1/segments/{sid}", headers={**admin_headers, "If-Match": '"1"'}
+        ).status_code
+        == 204
+    )
     assert session.get(Segment, sid) is None
     assert current_snapshot_version(session) == before + 2
     deletes = session.scalars(

@@ -59,7 +59,7 @@ def test_stale_cases_are_listed_and_flagged_on_evaluations(
     eval_set = created(app_client.post("/admin/v1/eval-sets", json=body, headers=admin_headers))
     assert eval_set["stale_case_keys"] == ["case-0", "case-1"]
     assert [c["stale"] for c in eval_set["cases"]] == [True, True, False, False, False]
-    listed = app_client.get("/admin/v1/eval-sets", headers=admin_headers).json()
+    listed = app_client.get("/admin/v1/eval-sets", headers=admin_headers).json()["items"]
     assert [(s["name"], s["case_count"], s["stale_case_keys"]) for s in listed] == [
         ("mixed", 5, ["case-0", "case-1"])
     ]
@@ -97,7 +97,7 @@ def test_stale_cases_are_listed_and_flagged_on_evaluations(
 
     # Later, every case of the set is past its date: a fresh listing says so.
     with clock.use_clock(lambda: datetime(3000, 1, 1, tzinfo=UTC)):
-        later = app_client.get("/admin/v1/eval-sets", headers=admin_headers).json()
+        later = app_client.get("/admin/v1/eval-sets", headers=admin_headers).json()["items"]
     assert later[0]["stale_case_keys"] == [f"case-{i}" for i in range(5)]
 
 

@@ -19,7 +19,7 @@ def _adapter_dir(path: Path) -> Path:
 
 def _register(client: TestClient, headers: dict[str, str], dirs: dict[str, str], **kw: Any) -> Any:
     client.post("/admin/v1/pairs", json={"name": "tiny-a"}, headers=headers)
-    pairs = client.get("/admin/v1/pairs", headers=headers).json()
+    pairs = client.get("/admin/v1/pairs", headers=headers).json()["items"]
     pair_id = next(p["id"] for p in pairs if p["name"] == "tiny-a")
     body = {
         "method": "draft_model",

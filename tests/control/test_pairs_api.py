@@ -89,7 +89,7 @@ def test_register_compatible_version_records_digests_and_bumps_snapshot(
     assert second.status_code == 201, second.text
     assert (second.json()["version"], second.json()["draft_digest"]) == (2, None)
     listed = app_client.get(f"/admin/v1/pairs/{pair['id']}/versions", headers=admin_headers)
-    assert [v["version"] for v in listed.json()] == [1, 2]
+    assert [v["version"] for v in listed.json()["items"]] == [1, 2]
 
 
 def test_incompatible_pairs_are_refused_naming_the_mismatch(
@@ -180,7 +180,9 @@ def test_retire_version_and_unknown_ids(
     )
     assert missing_version.status_code == 404
     assert missing_version.json()["error"]["code"] == "pair_version_not_found"
-    has_versions = app_client.delete(f"/admin/v1/pairs/{pair['id']}", headers=admin_headers)
+    has_versions = app_client.delete(
+        f"/admin/v1/pairs/{pair['id']}", headers={**admin_headers, "If-Match": "*"}
+    )
     assert has_versions.status_code == 409
 
 

@@ -69,7 +69,9 @@ def test_every_path_class_or_code_flag_and_every_reserved_flag_is_refused(
             headers=admin_headers,
         )
         updated = app_client.patch(
-            f"/admin/v1/pools/{pool_id}", json={"engine_args": args}, headers=admin_headers
+            f"/admin/v1/pools/{pool_id}",
+            json={"engine_args": args},
+            headers={**admin_headers, "If-Match": "*"},
         )
         refused[flag] = (
             created.status_code,
@@ -145,7 +147,7 @@ def test_a_refused_update_leaves_the_pool_as_it_was(
     response = app_client.patch(
         f"/admin/v1/pools/{pool.json()['id']}",
         json={"engine_args": {"max-model-len": 256, flag: hostile_value(flag)}},
-        headers=admin_headers,
+        headers={**admin_headers, "If-Match": "*"},
     )
     assert response.status_code == 422
     row = session.get(Pool, pool.json()["id"])

@@ -46,7 +46,7 @@ def test_pool_crud_and_validation(
     patched = app_client.patch(
         f"/admin/v1/pools/{seeded['baseline_pool']['id']}",
         json={"desired_workers": 3, "engine_args": {"max_model_len": 512}},
-        headers=admin_headers,
+        headers={**admin_headers, "If-Match": '"1"'},
     )
     assert patched.status_code == 200
     row = session.get(Pool, seeded["baseline_pool"]["id"])
@@ -56,7 +56,8 @@ def test_pool_crud_and_validation(
     assert current_snapshot_version(session) == before + 1
 
     in_use = app_client.delete(
-        f"/admin/v1/pools/{seeded['baseline_pool']['id']}", headers=admin_headers
+        f"/admin/v1/pools/{seeded['baseline_pool']['id']}",
+        headers={**admin_headers, "If-Match": '"2"'},
     )
     assert in_use.status_code == 409
     assert in_use.json()["error"]["code"] == "pool_in_use"
@@ -66,7 +67,10 @@ def test_pool_crud_and_validation(
         headers=admin_headers,
     ).json()
     assert (
-        app_client.delete(f"/admin/v1/pools/{lone['id']}", headers=admin_headers).status_code == 204
+        app_client.delete(
+            f"/admin/v1/pools/{lone['id']}", headers={**admin_headers, "If-Match": '"1"'}
+        ).status_code
+        == 204
     )
     assert session.get(Pool, lone["id"]) is None
     actions = session.scalars(
@@ -139,7 +143,8 @@ def test_segment_in_use_cannot_be_deleted(
     app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
 ) -> None:
     response = app_client.delete(
-        f"/admin/v1/segments/{seeded['segment']['id']}", headers=admin_headers
+        f"/admin/v1/segments/{seeded['segment']['id']}",
+        headers={**admin_headers, "If-Match": '"1"'},
     )
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "segment_in_use"

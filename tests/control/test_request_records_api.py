@@ -220,7 +220,9 @@ def test_tenant_sample_rate_is_set_bounded_and_compiled_into_the_snapshot(
     assert bad.status_code == 422
     tid = made.json()["id"]
     patched = app_client.patch(
-        f"/admin/v1/tenants/{tid}", json={"request_sample_rate": 0.0}, headers=admin_headers
+        f"/admin/v1/tenants/{tid}",
+        json={"request_sample_rate": 0.0},
+        headers={**admin_headers, "If-Match": '"1"'},
     )
     assert patched.status_code == 200, patched.text
     assert patched.json()["request_sample_rate"] == 0.0

@@ -56,8 +56,9 @@ def test_adapter_sets_must_match_at_creation_and_after_a_pool_change(
     base_id = setup["base"]["id"]
     adapter = Path(model_dirs["target"]).parent / "adapters" / "sql"
     with_lora = {"engine_args": {"lora-modules": [f"tiny-sql={adapter}"]}}
+    any_version = {**admin_headers, "If-Match": "*"}
     assert (
-        app_client.patch(f"/admin/v1/pools/{base_id}", json=with_lora, headers=admin_headers)
+        app_client.patch(f"/admin/v1/pools/{base_id}", json=with_lora, headers=any_version)
     ).status_code == 200
     refused = app_client.post("/admin/v1/rollouts", json=setup["body"], headers=admin_headers)
     assert refused.status_code == 422
@@ -66,11 +67,11 @@ def test_adapter_sets_must_match_at_creation_and_after_a_pool_change(
     # Same adapter set on both arms: accepted; then a change that splits them is refused.
     spec_id = setup["spec"]["id"]
     assert (
-        app_client.patch(f"/admin/v1/pools/{spec_id}", json=with_lora, headers=admin_headers)
+        app_client.patch(f"/admin/v1/pools/{spec_id}", json=with_lora, headers=any_version)
     ).status_code == 200
     created(app_client.post("/admin/v1/rollouts", json=setup["body"], headers=admin_headers))
     split = app_client.patch(
-        f"/admin/v1/pools/{base_id}", json={"engine_args": {}}, headers=admin_headers
+        f"/admin/v1/pools/{base_id}", json={"engine_args": {}}, headers=any_version
     )
     assert split.status_code == 422 and split.json()["error"]["code"] == "target_mismatch"
     pool = app_client.get(f"/admin/v1/pools/{base_id}", headers=admin_headers).json()

@@ -45,7 +45,7 @@ def test_threshold_change_creates_a_new_version(
     )
     assert out_of_range.status_code == 422
     listed = app_client.get("/admin/v1/threshold-sets?name=strict", headers=admin_headers)
-    assert [r["version"] for r in listed.json()] == [1, 2]
+    assert [r["version"] for r in listed.json()["items"]] == [1, 2]
     audit = session.scalars(
         select(AuditEvent).where(AuditEvent.action == "threshold_set.version")
     ).one()
@@ -118,7 +118,9 @@ def test_tenant_keys_are_shown_once_and_stored_hashed(
     audit = session.scalars(select(AuditEvent).where(AuditEvent.action == "api_key.create")).one()
     assert key not in str(audit.after)
 
-    listed = app_client.get(f"/admin/v1/tenants/{tid}/keys", headers=admin_headers).json()
+    page = app_client.get(f"/admin/v1/tenants/{tid}/keys", headers=admin_headers).json()
+    assert page["next_cursor"] is None
+    listed = page["items"]
     assert listed == [
         {
             "id": row.id,
@@ -148,17 +150,22 @@ def test_tenant_update_and_delete(
     patched = app_client.patch(
         f"/admin/v1/tenants/{tid}",
         json={"allowed_models": ["tiny"], "weighted_tokens_per_minute": 50},
-        headers=admin_headers,
+        headers={**admin_headers, "If-Match": '"1"'},
     )
     assert patched.status_code == 200
     body: dict[str, Any] = patched.json()
     assert (body["allowed_models"], body["weighted_tokens_per_minute"]) == (["tiny"], 50)
     cleared = app_client.patch(
-        f"/admin/v1/tenants/{tid}", json={"clear_quota": True}, headers=admin_headers
+        f"/admin/v1/tenants/{tid}",
+        json={"clear_quota": True},
+        headers={**admin_headers, "If-Match": patched.headers["ETag"]},
     )
     assert cleared.json()["weighted_tokens_per_minute"] is None
     assert cleared.json()["allowed_models"] == ["tiny"]
-    assert app_client.delete(f"/admin/v1/tenants/{tid}", headers=admin_headers).status_code == 204
+    deleted = app_client.delete(
+        f"/admin/v1/tenants/{tid}", headers={**admin_headers, "If-Match": cleared.headers["ETag"]}
+    )
+    assert deleted.status_code == 204
     assert app_client.get(f"/admin/v1/tenants/{tid}", headers=admin_headers).status_code == 404
     actions = session.scalars(
         select(AuditEvent.action).where(AuditEvent.entity_type == "tenant").order_by(AuditEvent.id)

@@ -20,8 +20,8 @@ from kombu.transport import sqlalchemy as sql_transport
 
 from control.automation.app import create_celery_app
 from control.automation.celery_app import AutomationCelery
+from control.contract.admin_client import AdminClient
 from control.settings import ControlSettings
-from demo.plan import AdminClient
 from engine.agent.client import ControlClient
 from engine.agent.heartbeat import HeartbeatAgent, WorkerProbe
 from tests.fixtures.vllm import RunningServer

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from control.contract import Arm
+from control.contract.admin_client import AdminClient
 from demo.monitor import (
     AcceptancePoint,
     DecisionEvent,
@@ -20,7 +21,7 @@ from demo.monitor import (
     mean_acceptance_length,
     spec_counters,
 )
-from demo.plan import ALL_SEGMENTS, DEMO_ADAPTER, AdminClient, provision
+from demo.plan import ALL_SEGMENTS, DEMO_ADAPTER, provision
 from demo.processes import ProcessStack, StartupError, wait_http_ok
 from demo.records import write_records
 from demo.report import acceptance_figure, acceptance_series, clip_limit, tpot_figure
@@ -334,8 +335,8 @@ def test_the_demo_serves_its_adapter_segment_on_both_pools(tmp_path: Path) -> No
             headers={"Authorization": f"Bearer {stack.endpoints.admin_token}"},
         )
         with admin:
-            pools = admin.get("/pools").json()
-            segments = {s["name"]: s for s in admin.get("/segments").json()}
+            pools = admin.get("/pools").json()["items"]
+            segments = {s["name"]: s for s in admin.get("/segments").json()["items"]}
     finally:
         stack.stack.stop()
     adapter_path = adapter_dir(tiny_pair_dir(), DEMO_ADAPTER)

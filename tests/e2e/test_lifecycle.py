@@ -32,9 +32,9 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from control.automation.tasks import task_name
+from control.contract.admin_client import AdminClient
 from control.db import Database
 from control.models import TelemetryWindowRow
-from demo.plan import AdminClient
 from engine.cli import app as engine_app
 from engine.evaluation.prompts import prompt_digest
 from engine.pools.probe_prompts import CODE_PROMPTS
@@ -290,9 +290,7 @@ def _offline_into_shadow(
         ],
     )
     assert result.exit_code == 0, result.output
-    [evaluation] = admin.call(
-        "GET", "/evaluations", params={"pair_version_id": parts["version_id"]}
-    )
+    [evaluation] = admin.evaluations.list(pair_version_id=parts["version_id"])
     assert evaluation["eval_set_id"] == parts["eval_set_id"]
     assert evaluation["cases"] == len(CODE_PROMPTS) and evaluation["drafts"] > 0
     assert evaluation["mean_acceptance_length"] >= THRESHOLDS["offline_min_mean_acceptance_length"]

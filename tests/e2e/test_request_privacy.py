@@ -23,7 +23,8 @@ from sqlalchemy import create_engine, inspect, text
 from typer.testing import CliRunner
 
 from control.cli.admin import app as admin_cli
-from demo.plan import DEMO_THRESHOLDS, AdminClient, SegmentPlan, provision
+from control.contract.admin_client import AdminClient
+from demo.plan import DEMO_THRESHOLDS, SegmentPlan, provision
 from tests.e2e.stack import control_plane, engine_agents, wait_routable
 from tests.fixtures.vllm import RunningServer, require_tiny_pair
 from tests.gateway.server import GatewayServer, run_control_gateway
@@ -252,10 +253,8 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             segments=(SEGMENT, SHADOW_SEGMENT),
             thresholds=DEMO_THRESHOLDS | {"shadow_percentage": 100.0},
         )
-        tenants = admin.call("GET", "/tenants")
-        acme = next(t for t in tenants if t["name"] == "acme")
-        admin.call("PATCH", f"/tenants/{acme['id']}", json={"override_allowed": True})
-        pools = {p["name"]: p["id"] for p in admin.call("GET", "/pools")}
+        admin.tenants.update("acme", {"override_allowed": True})
+        pools = {p["name"]: p["id"] for p in admin.pools.list()}
         pool_ids = {
             "spec": pools[provisioned.spec_pool],
             "baseline": pools[provisioned.baseline_pool],
