@@ -4,7 +4,8 @@ operationIds are the endpoint functions' names in camelCase (`list_pools` ->
 `listPools`), so generated clients get usable method names; a test keeps them
 unique. Security is read from each route's dependencies: routes behind
 `control.api.auth.Reader` need the `admin:read` scope, behind `Writer`
-`admin:write`; internal routes take the internal (gateway or agent) token.
+`admin:write`; internal routes take the internal (gateway or agent) token;
+the rest (health probes) declare `security: []`.
 """
 
 from collections.abc import Iterator
@@ -86,9 +87,8 @@ def build_document(app: FastAPI) -> dict[str, Any]:
             security = [{INTERNAL_SCHEME: []}]
         else:
             scopes = required_scopes(route)
-            if not scopes:
-                continue
-            security = [{ADMIN_SCHEME: scopes}]
+            # NOTE: an empty list says "no auth" (the health probes), not "undocumented".
+            security = [{ADMIN_SCHEME: scopes}] if scopes else []
         for method in route.methods:
             operation = operations.get(method.lower())
             if operation is not None:

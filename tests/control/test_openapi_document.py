@@ -54,6 +54,8 @@ def test_every_operation_declares_bearer_security_with_its_scope(app_client: Tes
         {"adminToken": ["admin:write"]}
     ]
     assert security[("/internal/v1/snapshot", "get")] == [{"internalToken": []}]
+    public = sorted(p for (p, _), s in security.items() if s == [])
+    assert all(not p.startswith(("/admin", "/internal")) for p in public), public
 
 
 def test_declared_scopes_are_what_the_routes_enforce(
