@@ -62,7 +62,10 @@ def test_deleting_a_pool_revokes_its_agent_tokens(
         == 200
     )
 
-    assert app_client.delete(f"/admin/v1/pools/{first}", headers=admin_headers).status_code == 204
+    deleted = app_client.delete(
+        f"/admin/v1/pools/{first}", headers={**admin_headers, "If-Match": "*"}
+    )
+    assert deleted.status_code == 204
     second = _pool(app_client, admin_headers, "second")
     if db_backend == "sqlite":
         assert second == first  # the reuse that made the old token dangerous
