@@ -1,5 +1,6 @@
-"""Alembic, configured in code: no alembic.ini, so the CLI, the tests and the
-server all migrate the same way from a database URL."""
+"""Alembic, configured in code, so the CLI, the tests and the server all migrate the
+same way from a database URL. The repository root's alembic.ini points the
+`alembic` command at the same migrations/ (URL from -x url=... or the settings)."""
 
 from pathlib import Path
 

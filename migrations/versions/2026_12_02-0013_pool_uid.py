@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from uuid import uuid4
 
 import sqlalchemy as sa
-from alembic import op
+from alembic import context, op
 
 revision: str = "0013"
 down_revision: str | None = "0012"
@@ -43,6 +43,31 @@ def _as_dict(value: object) -> dict[str, object]:
 def upgrade() -> None:
     with op.batch_alter_table("pools") as batch:
         batch.add_column(sa.Column("uid", sa.String(length=32), nullable=True))
+    if context.is_offline_mode():
+        _bind_in_sql()
+    else:
+        _bind_rows()
+    with op.batch_alter_table("pools") as batch:
+        batch.alter_column("uid", existing_type=sa.String(length=32), nullable=False)
+        batch.create_unique_constraint("uq_pools_uid", ["uid"])
+
+
+def _bind_in_sql() -> None:
+    """PostgreSQL: md5 of random text is 32 hex characters like uuid4().hex."""
+    agent = "t.scopes::jsonb @> '[\"internal:agent\"]'::jsonb AND t.revoked_at IS NULL"
+    op.execute("UPDATE pools SET uid = md5(random()::text || id::text)")
+    op.execute(
+        "UPDATE admin_tokens AS t SET extra = (COALESCE(t.extra::jsonb, '{}'::jsonb) || "
+        "jsonb_build_object('pool_uid', p.uid))::json FROM pools AS p "
+        f"WHERE {agent} AND p.id::text = t.extra::jsonb ->> 'pool_id'"
+    )
+    op.execute(
+        f"UPDATE admin_tokens AS t SET revoked_at = now() WHERE {agent} AND NOT EXISTS "
+        "(SELECT 1 FROM pools AS p WHERE p.id::text = t.extra::jsonb ->> 'pool_id')"
+    )
+
+
+def _bind_rows() -> None:
     conn = op.get_bind()
     uids: dict[int, str] = {}
     for (pool_id,) in conn.execute(sa.select(pools.c.id)).all():
@@ -62,9 +87,6 @@ def upgrade() -> None:
             conn.execute(update.values(extra={**enrolment, "pool_uid": uids[pool_id]}))
         else:
             conn.execute(update.values(revoked_at=now))
-    with op.batch_alter_table("pools") as batch:
-        batch.alter_column("uid", existing_type=sa.String(length=32), nullable=False)
-        batch.create_unique_constraint("uq_pools_uid", ["uid"])
 
 
 def downgrade() -> None:

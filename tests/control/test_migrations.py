@@ -3,6 +3,7 @@
 import json
 from datetime import UTC, datetime
 
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
@@ -58,10 +59,16 @@ def test_pool_uid_migration_binds_existing_enrolments_and_revokes_orphans(
 ) -> None:
     """0013 on a database with data: every pool gets a uid, an agent enrolment of an
     existing pool is bound to it, one whose pool is gone is revoked."""
-    import sqlalchemy as sa
-
     downgrade(empty_db_url)  # the database is shared with the other migration tests
     upgrade(empty_db_url, "0012")
+    seed_pools_and_agent_tokens(empty_db_url)
+    upgrade(empty_db_url)
+    assert_enrolments_bound(empty_db_url)
+
+
+def seed_pools_and_agent_tokens(url: str) -> None:
+    """At 0012: pools 1 and 2; agent tokens for pool 1 and for a pool 9 that is gone,
+    and an admin token."""
     now = datetime.now(UTC)
     pools = sa.table(
         "pools",
@@ -75,7 +82,7 @@ def test_pool_uid_migration_binds_existing_enrolments_and_revokes_orphans(
         sa.column("scopes", sa.JSON()),
         sa.column("extra", sa.JSON()),
     )
-    engine = make_engine(empty_db_url)
+    engine = make_engine(url)
     try:
         with engine.begin() as conn:
             for pool_id in (1, 2):
@@ -107,7 +114,15 @@ def test_pool_uid_migration_binds_existing_enrolments_and_revokes_orphans(
                         extra=extra,
                     )
                 )
-        upgrade(empty_db_url)
+    finally:
+        engine.dispose()
+
+
+def assert_enrolments_bound(url: str) -> None:
+    """After 0013: distinct 32-character uids, pool 1's enrolment bound to its uid,
+    the orphan revoked, the admin token untouched, the schema the models'."""
+    engine = make_engine(url)
+    try:
         with engine.connect() as conn:
             uids = dict(conn.execute(sa.text("SELECT id, uid FROM pools")).all())
             rows = conn.execute(
@@ -120,4 +135,4 @@ def test_pool_uid_migration_binds_existing_enrolments_and_revokes_orphans(
     revoked = {row[0]: row[2] is not None for row in rows}
     assert extras[1] == {"pool_id": 1, "allowed_endpoints": [], "pool_uid": uids[1]}
     assert revoked == {1: False, 2: True, 3: False}
-    assert _diff(empty_db_url) == []
+    assert _diff(url) == []
