@@ -12,6 +12,7 @@ from control.api.body_guard import BodyGuard
 from control.api.handlers import install_error_handlers
 from control.api.openapi import install_openapi, operation_id
 from control.api.query import reject_unknown_query
+from control.api.request_gate import ADMIN_PREFIX, RequestGate
 from control.api.request_id import RequestIdMiddleware
 from control.automation.dispatch import GuardDispatch
 from control.contract import INTERNAL_PREFIX
@@ -19,8 +20,6 @@ from control.db import Database
 from control.health import router as health_router
 from control.observability import install_metrics
 from control.settings import ControlSettings, get_settings
-
-ADMIN_PREFIX = "/admin/v1"
 
 log = logging.getLogger("specroute.control")
 
@@ -94,6 +93,9 @@ def create_app(
     app.state.guard_dispatch = GuardDispatch(settings) if settings.guard_on_telemetry else None
     install_error_handlers(app)
     app.add_middleware(BodyGuard)
+    # Outside BodyGuard: the credential is checked and the size capped before any
+    # layer reads the body.
+    app.add_middleware(RequestGate)
     # Added last: outermost, so the id is set before any other layer logs.
     app.add_middleware(RequestIdMiddleware)
     app.include_router(admin_router(), prefix=ADMIN_PREFIX)

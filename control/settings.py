@@ -80,6 +80,23 @@ class ControlSettings(BaseSettings):
             "directory, the bundled tiny pair and $SPECROUTE_TINY_PAIR_DIR if set."
         ),
     )
+    max_body_bytes: int = Field(
+        default=1 << 20,
+        ge=1024,
+        description=(
+            "Largest request body (bytes) control reads; larger is 413 body_too_large, "
+            "refused while reading (chunked bodies too), after authentication."
+        ),
+    )
+    max_large_body_bytes: int = Field(
+        default=10 << 20,
+        ge=1024,
+        description=(
+            "Largest request body (bytes) of the routes that need more: POST "
+            "/internal/v1/telemetry, /admin/v1/eval-sets, /admin/v1/eval-sets/{id}/versions "
+            "and /admin/v1/evaluations."
+        ),
+    )
     redis_url: str | None = Field(
         default=None,
         description="Redis URL for snapshot change notifications (pub/sub). Unset: none.",

@@ -154,6 +154,11 @@ async def _data_error(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _database_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DBAPIError)
+    return render_database_error(exc)
+
+
+def render_database_error(exc: DBAPIError) -> JSONResponse:
+    """503 for an unreachable or busy database, else a logged 500."""
     if _is_connect_failure(exc):
         return render_control_error(DependencyUnavailable("the control database is unreachable"))
     if _is_contention(exc):

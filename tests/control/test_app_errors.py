@@ -72,9 +72,11 @@ def test_integrity_error_is_409(
     bound_database: TransactionBoundDatabase,
     control_settings: ControlSettings,
     session: Session,
+    admin_headers: dict[str, str],
 ) -> None:
     with _probe_app(bound_database, control_settings) as client:
-        response = client.post("/admin/v1/_duplicate")
+        # Authenticated: control refuses a body from an unknown caller before the route.
+        response = client.post("/admin/v1/_duplicate", headers=admin_headers)
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "integrity"
     assert session.query(Pair).count() == 0
