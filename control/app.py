@@ -98,8 +98,10 @@ def create_app(
     app.add_middleware(RequestGate)
     # Added last: outermost, so the id is set before any other layer logs.
     app.add_middleware(RequestIdMiddleware)
-    app.include_router(admin_router(), prefix=ADMIN_PREFIX)
-    app.include_router(internal_router, prefix=INTERNAL_PREFIX)
+    if "admin" in settings.api_surfaces:
+        app.include_router(admin_router(), prefix=ADMIN_PREFIX)
+    if "internal" in settings.api_surfaces:
+        app.include_router(internal_router, prefix=INTERNAL_PREFIX)
     install_metrics(app)
     app.include_router(health_router)
     install_openapi(app)

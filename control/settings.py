@@ -2,6 +2,7 @@
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -197,6 +198,16 @@ class ControlSettings(BaseSettings):
         ),
     )
 
+    api_surfaces: list[Literal["admin", "internal"]] = Field(
+        default=["admin", "internal"],
+        min_length=1,
+        description=(
+            "Which APIs this process serves, as a JSON list: `admin` (/admin/v1) and/or "
+            "`internal` (/internal/v1, gateways and agents). Probes and /metrics are always "
+            "served. Kubernetes runs one Deployment per surface so a NetworkPolicy can let "
+            "only gateways and agents reach the internal API and only admins the admin API."
+        ),
+    )
     log_format: LogFormat = Field(
         default="text",
         description=(

@@ -16,13 +16,13 @@ a worker.
 import hmac
 from dataclasses import dataclass
 from typing import Annotated, Literal
-from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 
 from control.api.deps import SessionDep, SettingsDep
 from control.credentials import Scope, active_token, enrolled_pool_id
 from control.errors import Forbidden, Unauthorized
+from control.internal.origins import endpoint_allowed
 
 Role = Literal["gateway", "agent"]
 
@@ -85,22 +85,6 @@ def _requiring(role: Role) -> object:
 
 Gateway = Annotated[InternalPrincipal, Depends(_requiring("gateway"), scope="function")]
 Agent = Annotated[InternalPrincipal, Depends(_requiring("agent"), scope="function")]
-
-
-def origin_of(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port
-
-
-def endpoint_allowed(endpoint_url: str, allowed: tuple[str, ...]) -> bool:
-    """Whether `endpoint_url` lies at one of the allowed origins: `scheme://host:port`,
-    or `scheme://host` for any port of that host."""
-    scheme, host, port = origin_of(endpoint_url)
-    for entry in allowed:
-        a_scheme, a_host, a_port = origin_of(entry)
-        if (a_scheme, a_host) == (scheme, host) and a_port in (None, port):
-            return True
-    return False
 
 
 def not_enrolled(principal: InternalPrincipal) -> Forbidden:

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from control.credentials import Scope
+from control.internal.origins import network_of
 
 SAMPLE_RATE_DESCRIPTION = (
     "Share of the tenant's requests that get a per-request record (no text), 0 to 1."
@@ -104,8 +105,9 @@ class AgentTokenCreate(BaseModel):
         min_length=1,
         max_length=32,
         description=(
-            "Origins the agent's workers may serve on: `scheme://host:port`, or "
-            "`scheme://host` for any port of that host."
+            "Origins the agent's workers may serve on: `scheme://host:port`, "
+            "`scheme://host` for any port of that host, or `scheme://ADDRESS/PREFIX` for "
+            "any host of an IP network (a Kubernetes pod CIDR), any port."
         ),
     )
 
@@ -122,8 +124,15 @@ class AgentTokenCreate(BaseModel):
                 raise ValueError(f"{value!r} is not an origin: {exc}") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(f"{value!r} is not http(s)://host[:port]")
-            if parts.path.strip("/") or parts.query or parts.fragment or parts.username:
+            if parts.query or parts.fragment or parts.username:
                 raise ValueError(f"{value!r} must be an origin only (no path or query)")
+            try:
+                network_of(value)
+            except ValueError as exc:
+                raise ValueError(
+                    f"{value!r} must be an origin only, or scheme://ADDRESS/PREFIX for an IP "
+                    f"network: {exc}"
+                ) from None
         return values
 
 

@@ -150,3 +150,19 @@ def test_responses_carry_the_callers_request_id_or_a_fresh_one(tmp_path: Path) -
         fresh = hostile.headers["x-request-id"]
         assert fresh != "a b\tc" and len(fresh) == 32 and int(fresh, 16) >= 0
         assert httpx.get(f"{base}/healthz").headers["x-request-id"] != fresh
+
+
+@pytest.mark.parametrize(
+    ("surfaces", "admin_status", "internal_status"),
+    [(["admin"], 401, 404), (["internal"], 404, 401), (["admin", "internal"], 401, 401)],
+)
+def test_a_process_serves_only_its_api_surfaces(
+    tmp_path: Path, surfaces: list[str], admin_status: int, internal_status: int
+) -> None:
+    url = f"sqlite:///{tmp_path / 'control.db'}"
+    upgrade(url)
+    with control_on(url, tmp_path, api_surfaces=surfaces) as base:
+        assert httpx.get(f"{base}/admin/v1/pairs").status_code == admin_status
+        assert httpx.get(f"{base}/internal/v1/snapshot").status_code == internal_status
+        assert httpx.get(f"{base}/readyz").status_code == 200
+        assert httpx.get(f"{base}/metrics").status_code == 200
