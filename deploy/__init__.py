@@ -1,0 +1,1 @@
+"""Deployment files: container images (images/) and Kubernetes manifests (base/, overlays/)."""
