@@ -1,7 +1,7 @@
 """specroute gateway: the OpenAI-compatible data plane. No SQL, no Celery.
 
 Request path (gateway/routes/openai.py): request id → bearer key (sha256,
-constant-time) → body (400/413/422) → decision (gateway/decision, pure) →
+constant-time) → body (400/413) → decision (gateway/decision, pure) →
 quota admit → worker (gateway/routing, least outstanding behind breakers) →
 engine, with fallback before the first byte (gateway/proxy/upstream.py) →
 relay (gateway/proxy/relay.py) → RequestRecord to telemetry, metrics, quota.

@@ -63,7 +63,9 @@ class PayloadTooLargeError(GatewayError):
 
 
 class RequestValidationFailed(GatewayError):
-    status_code = 422
+    """A body or parameter the API refuses: 400, as OpenAI answers, with a typed code."""
+
+    status_code = 400
     error_type = "invalid_request_error"
     default_code = "invalid_value"
 

@@ -246,10 +246,8 @@ async def route(
     stream = arrival.body.stream
     body = engine_body(arrival.received, stream=stream)
     timeout_s = state.settings.first_token_timeout_s if stream else state.settings.request_timeout_s
-    error: GatewayError = ServiceUnavailable(
-        f"No healthy worker in pool '{decision.pool.name}'", code="no_healthy_worker"
-    )
     candidate = decision
+    tried: list[str] = []
     while True:
         try:
             return await open_on_pool(
@@ -262,7 +260,19 @@ async def route(
                 header_timeout_s=timeout_s,
             )
         except PoolExhausted as exhausted:
-            error = tagged(exhausted.error or error, candidate)
+            # NOTE: the body names the pool the decision header names (the last one
+            # tried), and the pools tried before it.
+            tried.append(candidate.pool.name)
+            earlier = f" (tried before: {', '.join(tried[:-1])})" if len(tried) > 1 else ""
+            error = exhausted.error or ServiceUnavailable(
+                f"No healthy worker in pool '{candidate.pool.name}'{earlier}",
+                code="no_healthy_worker",
+            )
+            error.details = (error.details or {}) | {
+                "pool": candidate.pool.name,
+                "tried": list(tried),
+            }
+            error = tagged(error, candidate)
         if candidate.fallback is None:
             raise error
         candidate = candidate.fall_back()

@@ -41,15 +41,18 @@ class Decision:
     # discarded); None when not sampled, or when anything forced the arm.
     mirror: PoolSnapshot | None = None
     adapter: str | None = None  # the LoRA adapter the request named as its model
+    # reason incompatible_parameter: the parameter the spec pool cannot serve losslessly
+    parameter: str | None = None
 
     def header(self) -> str:
         adapter = f"adapter={self.adapter}; " if self.adapter is not None else ""
+        param = f"; param={self.parameter}" if self.parameter is not None else ""
         if self.arm is Arm.SPEC and self.pair is not None:
             return (
                 f"arm=spec; pair={self.pair.label}; "
-                f"k={self.pair.num_speculative_tokens}; {adapter}reason={self.reason}"
+                f"k={self.pair.num_speculative_tokens}; {adapter}reason={self.reason}{param}"
             )
-        return f"arm={self.arm}; {adapter}reason={self.reason}"
+        return f"arm={self.arm}; {adapter}reason={self.reason}{param}"
 
     @property
     def pair_version_id(self) -> int | None:
@@ -69,6 +72,7 @@ class Decision:
             fallback=None,
             fallback_pair=None,
             mirror=None,
+            parameter=None,
         )
 
 
@@ -240,6 +244,11 @@ def decide(inp: DecisionInput) -> Decision:
         fallback=other if primary is not None else None,
         fallback_pair=_pair(snap, other) if primary is not None else None,
         adapter=adapter,
+        parameter=(
+            incompatible.param
+            if incompatible is not None and reason is R.INCOMPATIBLE_PARAMETER
+            else None
+        ),
     )
     # NOTE: what the spec arm may not serve (parameters it cannot serve losslessly, a
     # seed it would not honour, a worker of another engine version, another adapter)
@@ -263,6 +272,7 @@ def decide(inp: DecisionInput) -> Decision:
             arm=Arm.BASELINE if decision.pool.is_baseline else Arm.SPEC,
             reason=R.POOL_UNAVAILABLE,
             pair=_pair(snap, decision.pool),
+            parameter=None,
         )
     return decision
 

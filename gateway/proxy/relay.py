@@ -58,6 +58,10 @@ class RelayResult:
 
 Finish = Callable[[RelayResult], Awaitable[None]]
 
+# What proxies between the gateway and the client need to pass events on as they come
+# (nginx buffers a response unless told `x-accel-buffering: no`).
+STREAM_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
 INVALID_EVENT = "invalid_event"  # RelayResult.extra key: the stream ends after its error
 
 
@@ -391,7 +395,9 @@ async def relay_stream(
     # NOTE: prefill can take long; a client that leaves meanwhile must not keep
     # the engine busy until its first token, so the wait is watched from here on.
     watch = DisconnectWatch(request.receive)
-    relay_response = RelayResponse(relay, watch=watch, headers=headers, on_close=on_close)
+    relay_response = RelayResponse(
+        relay, watch=watch, headers=headers | STREAM_HEADERS, on_close=on_close
+    )
     if not hold_headers:
         return relay_response
     try:

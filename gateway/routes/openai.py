@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from gateway import pipeline
+from gateway.errors import ModelNotFound
 from gateway.proxy.intake import authenticate, request_id_of
 from gateway.proxy.schemas import ChatCompletionBody, CompletionBody, SamplingParams
 from gateway.state import GatewayState
@@ -19,12 +20,11 @@ router = APIRouter()
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"description": desc}
     for code, desc in {
-        400: "Malformed JSON",
+        400: "Malformed JSON, or an invalid parameter type or value",
         401: "Missing or invalid API key",
         403: "Model or override header not allowed for this key",
         404: "Unknown model",
         413: "Body too large",
-        422: "Invalid parameter type or value",
         429: "Tenant quota exhausted (Retry-After)",
         502: "Engine failure",
         503: "No healthy engine / no snapshot",
@@ -38,7 +38,7 @@ def gateway_state(request: Request) -> GatewayState:
 
 
 def _body_doc(schema: type[SamplingParams]) -> dict[str, Any]:
-    """The body schema for the OpenAPI document; parsing stays manual (400 vs 422, size cap)."""
+    """The body schema for the OpenAPI document; parsing stays manual (typed 400s, size cap)."""
     doc = schema.model_json_schema()
     defs = doc.pop("$defs", {})
 
@@ -74,10 +74,10 @@ async def completions(request: Request) -> Response:
     return await pipeline.serve(gateway_state(request), request, CompletionBody, "/v1/completions")
 
 
-@router.get("/v1/models", responses={401: _ERRORS[401], 503: _ERRORS[503]})
-async def list_models(request: Request) -> JSONResponse:
+def _models(request: Request) -> tuple[list[dict[str, Any]], str]:
+    """The models this key may use, as OpenAI's model objects, and the request id."""
     state = gateway_state(request)
-    request_id_of(request)
+    request_id = request_id_of(request)
     tenant = authenticate(request, state.store)
     snapshot = state.store.snapshot
     assert snapshot is not None
@@ -88,6 +88,27 @@ async def list_models(request: Request) -> JSONResponse:
     data = [
         {"id": n, "object": "model", "created": created, "owned_by": "specroute"} for n in names
     ]
-    return JSONResponse(
-        {"object": "list", "data": data}, headers={"x-request-id": request.state.request_id}
-    )
+    return data, request_id
+
+
+@router.get("/v1/models", responses={401: _ERRORS[401], 503: _ERRORS[503]})
+async def list_models(request: Request) -> JSONResponse:
+    data, request_id = _models(request)
+    return JSONResponse({"object": "list", "data": data}, headers={"x-request-id": request_id})
+
+
+@router.get(
+    "/v1/models/{model_id:path}",
+    responses={401: _ERRORS[401], 404: _ERRORS[404], 503: _ERRORS[503]},
+)
+async def retrieve_model(request: Request) -> JSONResponse:
+    """One model this key may use (the `openai` client's `models.retrieve`); a model
+    that does not exist and one the key may not use are the same 404."""
+    # NOTE: read from path_params, not a typed argument: FastAPI would add a 422
+    # schema with a $ref to the document, and no value of a path is invalid here.
+    model_id = str(request.path_params["model_id"])
+    data, request_id = _models(request)
+    for model in data:
+        if model["id"] == model_id:
+            return JSONResponse(model, headers={"x-request-id": request_id})
+    raise ModelNotFound(f"The model '{model_id}' does not exist", param="model")

@@ -228,7 +228,7 @@ def _send_every_path(gw: GatewayServer, key: str) -> dict[str, tuple[str, str]]:
         client.completions.create(
             model=f"m-{MARKER}", prompt=MARKER, max_tokens=4, extra_headers=rid("no-model")
         )
-    with pytest.raises(openai.UnprocessableEntityError):
+    with pytest.raises(openai.BadRequestError):
         client.completions.create(
             model="tiny", prompt=MARKER, temperature=9.0, extra_headers=rid("invalid")
         )

@@ -99,42 +99,42 @@ def test_override_header_without_permission_is_403(dead_gateway: GatewayServer) 
         json=CHAT,
         headers=_auth(OVERRIDE_KEY) | {"x-specroute-speculation": "maybe"},
     )
-    assert resp.status_code == 422
+    assert resp.status_code == 400
 
 
 @pytest.mark.parametrize(
     ("content", "status", "param"),
     [
         (b"{not json", 400, None),
-        (b"[1, 2]", 422, None),
+        (b"[1, 2]", 400, None),
         (
             M + b'"temperature": NaN}',
             400,
             None,
         ),
-        (b'{"model": "tiny"}', 422, "messages"),
-        (b'{"model": "tiny", "messages": [], "max_tokens": 1}', 422, "messages"),
+        (b'{"model": "tiny"}', 400, "messages"),
+        (b'{"model": "tiny", "messages": [], "max_tokens": 1}', 400, "messages"),
         (
             M + b'"temperature": "hot"}',
-            422,
+            400,
             "temperature",
         ),
         (
             M + b'"temperature": 3}',
-            422,
+            400,
             "temperature",
         ),
         (
             M + b'"max_tokens": 0}',
-            422,
+            400,
             "max_tokens",
         ),
         (
             M + b'"stream": "yes"}',
-            422,
+            400,
             "stream",
         ),
-        (b'{"model": 5, "messages": [{"role": "user", "content": "x"}]}', 422, "model"),
+        (b'{"model": 5, "messages": [{"role": "user", "content": "x"}]}', 400, "model"),
         (b"\xff\xfe", 400, None),
     ],
 )
@@ -265,7 +265,7 @@ def test_openapi_documents_the_bodies_and_errors(dead_gateway: GatewayServer) ->
     schema = chat["requestBody"]["content"]["application/json"]["schema"]
     assert set(schema["required"]) == {"model", "messages"}
     assert schema["properties"]["temperature"]["anyOf"][0]["maximum"] == 2.0
-    assert {"400", "401", "403", "413", "422", "429", "502", "503", "504"} <= set(chat["responses"])
+    assert {"400", "401", "403", "413", "429", "502", "503", "504"} <= set(chat["responses"])
     assert "$ref" not in str(doc["paths"])  # every schema is self-contained
 
 
@@ -303,7 +303,11 @@ def test_engine_5xx_is_502_and_opens_the_breaker(tmp_path: Path) -> None:
                     "type": "upstream_error",
                     "code": "engine_error",
                     "param": None,
-                    "details": {"engine_status": 500},
+                    "details": {
+                        "engine_status": 500,
+                        "pool": "tiny-base",
+                        "tried": ["tiny-spec", "tiny-base"],
+                    },
                 }
             # Both pools share the one broken worker URL but are separate workers:
             # each request tried spec then baseline, so both breakers are open now.

@@ -225,7 +225,7 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
                 stream=True,
                 extra_headers=rid("model"),
             )
-        with pytest.raises(openai.UnprocessableEntityError):
+        with pytest.raises(openai.BadRequestError):
             client.completions.create(
                 model="tiny", prompt=REFUSED_MARKER, temperature=9.0, extra_headers=rid("invalid")
             )
@@ -286,6 +286,6 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
 KINDS: dict[str, tuple[int, str, str | None, str, bool]] = {
     "key": (401, "invalid_api_key", None, "completions", False),
     "model": (404, "model_not_found", "acme", "chat", True),
-    "invalid": (422, "invalid_value", "acme", "completions", False),
+    "invalid": (400, "invalid_value", "acme", "completions", False),
     "json": (400, "invalid_json", "acme", "completions", False),
 }

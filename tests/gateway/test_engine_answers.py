@@ -80,7 +80,9 @@ def test_an_unexpected_engine_status_is_502_naming_it(gateway: Any, stream: bool
     assert resp.status_code == 502, resp.text
     error = resp.json()["error"]
     assert error["code"] == "unexpected_engine_status"
-    assert error["details"] == {"engine_status": 418}
+    assert error["details"]["engine_status"] == 418
+    # Counted against the worker: the request tried the other pool too.
+    assert error["details"]["tried"] == ["tiny-spec", "tiny-base"]
 
 
 def test_an_engine_400_carries_a_named_code(gateway: Any) -> None:

@@ -475,7 +475,9 @@ def test_incompatible_parameter_goes_to_baseline_unchanged(gateway: GatewayServe
         temperature=0.0,
         logit_bias={"5": 2},
     )
-    assert raw.headers["x-specroute-decision"] == "arm=baseline; reason=incompatible_parameter"
+    assert raw.headers["x-specroute-decision"] == (
+        "arm=baseline; reason=incompatible_parameter; param=logit_bias"
+    )
     assert raw.parse().usage.completion_tokens == 6  # type: ignore[union-attr]
 
 
