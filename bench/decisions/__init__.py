@@ -14,5 +14,7 @@ as Poisson around the pool's per-worker concurrency instead.
 
 `python -m bench.decisions --runs 200 --workers 1,4,8,16` runs every scenario at
 each pool size and writes the "Decision quality" section of bench/RESULTS.md with
-`--write-results`; tests/bench/test_decisions*.py run a small subset in `make test`.
+`--write-results`; `--start full` has an admin take each rollout to full before
+its first window, so the monitors after full are measured even where the canary's
+verdicts never get there; tests/bench/test_decisions*.py run a small subset in `make test`.
 """

@@ -102,6 +102,8 @@ class BalancedPools:
         self._seq = 0
         self._next_batch = 0
         self._exclude: set[str] = set()
+        # Loads at dispatch of the last window's arrivals, by key (ended or not).
+        self.arrived: dict[str, NDArray[np.int64]] = {}
 
     def outstanding(self, pool: str) -> list[int]:
         """Requests in flight on each worker of `pool`, as its balancer counts them."""
@@ -135,9 +137,11 @@ class BalancedPools:
             position[at] = np.arange(at.shape[0])
         self._dispatch(times, labels, position, new)
         self._complete_until(end_s, inclusive=False)
+        self.arrived = {}
         for bid in new:
             b = self._batches[bid]
             b.requests = at_load(b.model, self.traffic, b.draws, np.asarray(b.loads, np.int64))
+            self.arrived[b.key] = b.requests.gateway_load
         return self._collect()
 
     def _dispatch(

@@ -15,6 +15,7 @@ import numpy as np
 from bench.decisions.dispatch import BalancedPools, Dispatch, Group
 from bench.decisions.scenarios import Expect, Scenario
 from bench.decisions.traffic import (
+    MAX_LOAD,
     ArmModel,
     TrafficModel,
     mean_e2e_per_token_ms,
@@ -85,8 +86,9 @@ def dispatch_load(
     """Mean load at dispatch of a pool of `workers` serving `rate_per_s`: Little's law
     under random dispatch; under the balancer, measured on the pool simulated alone
     (least-outstanding sends each request to the least-loaded worker, below the mean)."""
-    if dispatch is Dispatch.RANDOM:
-        return per_worker_load(model, traffic, rate_per_s, workers)
+    mean_concurrency = per_worker_load(model, traffic, rate_per_s, workers)
+    if dispatch is Dispatch.RANDOM or mean_concurrency >= MAX_LOAD:
+        return mean_concurrency  # MAX_LOAD: the pool's queue diverges
     key = (model, traffic, rate_per_s, workers, dispatch)
     if key not in _LOADS:
         pools = BalancedPools(traffic, {"spec": workers}, "oracle")
@@ -95,9 +97,9 @@ def dispatch_load(
         loads = []
         for w in range(ORACLE_WINDOWS):
             n = int(rng.poisson(rate_per_s * ws))
-            ended = pools.window(rng, w * ws, (w + 1) * ws, [Group("spec", "spec", model, n)])
-            if w >= ORACLE_WARMUP and "spec" in ended:
-                loads.append(ended["spec"].gateway_load)
+            pools.window(rng, w * ws, (w + 1) * ws, [Group("spec", "spec", model, n)])
+            if w >= ORACLE_WARMUP and "spec" in pools.arrived:
+                loads.append(pools.arrived["spec"])
         _LOADS[key] = float(np.concatenate(loads).mean()) if loads else 0.0
     return _LOADS[key]
 
