@@ -32,6 +32,7 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
@@ -54,14 +55,20 @@ from control.stats import (
     error_blocks,
     estimate_acceptance,
     gaussian_cusum,
-    latency_blocks,
-    matched_difference,
-    matched_quantile_ratio,
     monitor_acceptance,
-    pooled_log_variance,
     projected_spec_load,
 )
-from control.stats.panel import METRICS, WindowArrays
+from control.stats.load_model import (
+    LoadLine,
+    SlopePair,
+    adjusted_blocks,
+    adjusted_quantile,
+    arm_cells,
+    fit_line,
+    joint_slopes,
+    slope_bias,
+)
+from control.stats.panel import LOG_MIDPOINTS, METRICS, WindowArrays
 
 E2E_PER_TOKEN, TTFT, TPOT = (METRICS.index(m) for m in ("e2e_per_token", "ttft", "tpot"))
 FAMILIES = ("acceptance", "latency", "errors", "promotion")
@@ -74,6 +81,8 @@ MIXTURE_SCALE = 0.1
 # ... and of the error-rate difference's interval: tightest around 5 points.
 ERROR_MIXTURE_SCALE = 0.05
 SATURATION_WINDOWS = 4
+# Promotion also reads the latest windows on their own (`Recent`).
+RECENT_SLOTS = 2
 # The stage whose load promotion evidence must reach (`NextStage.target`).
 NEXT_STAGE = "next stage"
 CANARY_FIRST_STAGE = "canary's first stage"
@@ -109,7 +118,10 @@ class Budget(BaseModel):
 
 
 class StageComparison(BaseModel):
-    """Load-matched latency of one metric over the current stage: speedup = base / spec."""
+    """Latency of one metric over the current stage, both arms read at one load (each
+    arm's line over load, `control.stats.load_model`): speedup = base / spec. The
+    interval is the blocks' always-valid interval widened by `slope_bias`, the bound on
+    what the slopes' errors can add over the distances they were applied."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -121,6 +133,23 @@ class StageComparison(BaseModel):
     spec_requests: int
     baseline_requests: int
     blocks: int
+    at_load: float | None = None  # None: each block at the spec arm's own load
+    spec_load: float | None = None  # where the arms' requests were (block-weighted)
+    baseline_load: float | None = None
+    slope_bias: float = 0.0
+
+
+class Recent(BaseModel):
+    """The last RECENT_SLOTS windows alone: promotion must not rest on a stage whose
+    latest windows already look worse (a regression seen before a monitor can alarm)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    slots: int
+    log_difference: float | None  # spec - baseline at the spec arm's load
+    log_difference_se: float | None
+    error_difference: float | None  # spec - baseline error rate
+    error_difference_se: float | None
 
 
 class NextStage(BaseModel):
@@ -144,6 +173,10 @@ class NextStage(BaseModel):
     load_floor: int
     speedup: StageComparison | None
     advice: str | None
+    # Where each arm's line may be read ([low, high] loads per worker) and the largest
+    # share whose projected load lies inside both: what an admin can promote to instead.
+    readable_loads: tuple[float, float] | None = None
+    reachable_share: float | None = None
 
 
 class LatencyGuard(BaseModel):
@@ -154,6 +187,12 @@ class LatencyGuard(BaseModel):
     metric: str
     margin: float
     cusum: CusumResult
+    # Each block compares the arms at the spec arm's load; the baseline is moved there
+    # along its line, and the bound on its slope's error over that distance raises the
+    # CUSUM's null (margin + slope_bias, in log units).
+    spec_load: float | None = None
+    baseline_load: float | None = None
+    slope_bias: float = 0.0
 
 
 class ErrorGuard(BaseModel):
@@ -189,8 +228,10 @@ class Evidence(BaseModel):
     latency_guard: LatencyGuard | None
     error_guard: ErrorGuard | None
     stage: dict[str, StageComparison]
-    ttft_ratio: float | None
+    ttft_ratio: float | None  # spec / baseline at the next stage's load (point)
+    ttft_ratio_upper: float | None  # its always-valid upper bound
     p95_ratio: float | None
+    recent: Recent | None
     next_stage: NextStage | None
     saturation: Saturation
     blocks: dict[str, list[tuple[float, float, int, int]]]
@@ -352,6 +393,8 @@ class _Builder:
         spec_workers: int,
         window_seconds: float,
     ) -> None:
+        assert spec.slots == base.slots == len(starts), (spec.slots, base.slots, len(starts))
+        assert 0 <= stage_first <= len(starts), (stage_first, len(starts))
         self.rollout, self.t = rollout, thresholds
         self.spec, self.base = spec, base
         self.starts, self.stage_first = starts, stage_first
@@ -359,13 +402,16 @@ class _Builder:
         self.window_seconds = window_seconds
         self.missing: list[str] = []
         self.blocks: dict[str, list[tuple[float, float, int, int]]] = {}
-        self.variances = {
-            m: (
-                pooled_log_variance(spec.moments[:, :, m]),
-                pooled_log_variance(base.moments[:, :, m]),
-            )
-            for m in range(len(METRICS))
-        }
+        # Each arm's line over load per metric, fitted on everything read since the
+        # exposure began: the loads of earlier stages are what pins a slope.
+        self.lines = {m: self._lines(m) for m in range(len(METRICS))}
+
+    def _lines(self, metric: int) -> tuple[LoadLine, LoadLine, SlopePair] | None:
+        spec_line = fit_line(arm_cells(self.spec, metric))
+        base_line = fit_line(arm_cells(self.base, metric))
+        if spec_line is None or base_line is None:
+            return None
+        return spec_line, base_line, joint_slopes(spec_line, base_line)
 
     def evidence(
         self, *, exposed_since: datetime, until: datetime, spec_ids: list[int], base_ids: list[int]
@@ -374,8 +420,12 @@ class _Builder:
         acceptance, monitor = self._acceptance()
         latency = self._latency_guard()
         errors = self._error_guard()
-        stage = {METRICS[m]: c for m in range(len(METRICS)) if (c := self._stage(m, 0)) is not None}
+        stage = {
+            METRICS[m]: c for m in range(len(METRICS)) if (c := self._stage(m, None)) is not None
+        }
         next_stage_ = self._next_stage()
+        at = next_stage_.spec_load_next if next_stage_ is not None else None
+        ttft = self._stage(TTFT, at) if at is not None else stage.get("ttft")
         spent = {
             "acceptance": _spent(monitor.blocks if monitor else 0, t, family_alpha(t)),
             "latency": latency.cusum.budget_spent if latency else 0.0,
@@ -393,25 +443,17 @@ class _Builder:
                 promotion_per_stage=promotion_alpha(t, list(self.rollout.stages)),
                 spent=spent,
             ),
-            spec=ArmSummary(
-                window_ids=spec_ids,
-                requests=int(self.spec.requests.sum()),
-                errors=int(self.spec.errors.sum()),
-                mean_load=self.spec.mean_load(),
-            ),
-            baseline=ArmSummary(
-                window_ids=base_ids,
-                requests=int(self.base.requests.sum()),
-                errors=int(self.base.errors.sum()),
-                mean_load=self.base.mean_load(),
-            ),
+            spec=_arm_summary(self.spec, spec_ids),
+            baseline=_arm_summary(self.base, base_ids),
             acceptance=acceptance,
             acceptance_monitor=monitor,
             latency_guard=latency,
             error_guard=errors,
             stage=stage,
-            ttft_ratio=self._ttft_ratio(),
-            p95_ratio=self._p95_ratio(),
+            ttft_ratio=1 / ttft.speedup if ttft else None,
+            ttft_ratio_upper=1 / ttft.lower if ttft and ttft.lower > 0 else None,
+            p95_ratio=self._p95_ratio(at),
+            recent=self._recent(),
             next_stage=next_stage_,
             saturation=self._saturation(),
             blocks=self.blocks,
@@ -441,19 +483,35 @@ class _Builder:
         return estimate, monitor
 
     def _latency_guard(self) -> LatencyGuard | None:
-        blocks = self._latency_blocks(E2E_PER_TOKEN, first=0, min_bucket=0)
-        if blocks is None:
+        lines = self._metric_lines(E2E_PER_TOKEN)
+        if lines is None:
             return None
-        self.blocks["latency"] = [_block_tuple(b) for b in blocks]
+        adjusted = adjusted_blocks(
+            arm_cells(self.spec, E2E_PER_TOKEN),
+            arm_cells(self.base, E2E_PER_TOKEN),
+            *lines,
+            min_requests=self.t.min_block_requests,
+            target_load=None,
+        )
+        self.blocks["latency"] = [_block_tuple(b) for b in adjusted.blocks]
+        alpha = family_alpha(self.t)
+        bias = slope_bias(lines[2], adjusted, alpha) if adjusted.blocks else 0.0
         margin = math.log1p(self.t.latency_margin)
         cusum = gaussian_cusum(
-            blocks,
-            null_value=margin,
+            adjusted.blocks,
+            null_value=margin + bias,
             shifts=[margin * k for k in SHIFT_MULTIPLES],
-            alpha=family_alpha(self.t),
+            alpha=alpha,
             horizon_blocks=self.t.false_alarm_horizon_windows,
         )
-        return LatencyGuard(metric="e2e_per_token", margin=self.t.latency_margin, cusum=cusum)
+        return LatencyGuard(
+            metric="e2e_per_token",
+            margin=self.t.latency_margin,
+            cusum=cusum,
+            spec_load=adjusted.spec_load,
+            baseline_load=adjusted.baseline_load,
+            slope_bias=bias,
+        )
 
     def _error_guard(self) -> ErrorGuard | None:
         spec_n, base_n = int(self.spec.requests.sum()), int(self.base.requests.sum())
@@ -501,57 +559,111 @@ class _Builder:
 
     # -- stage evidence (since the current stage began) ---------------------------------
 
-    def _latency_blocks(
-        self, metric: int, first: int, min_bucket: int
-    ) -> list[BlockEstimate] | None:
-        spec_var, base_var = self.variances[metric]
-        if spec_var is None or base_var is None:
+    def _metric_lines(self, metric: int) -> tuple[LoadLine, LoadLine, SlopePair] | None:
+        lines = self.lines[metric]
+        if lines is None:
             self.missing.append(f"{METRICS[metric]}: too few latency samples in one of the arms")
+        return lines
+
+    def _stage(self, metric: int, target_load: float | None) -> StageComparison | None:
+        """This stage's blocks, both arms read at `target_load` (None: at the spec arm's
+        own load, i.e. "does it pay where it runs now")."""
+        lines = self._metric_lines(metric)
+        if lines is None:
             return None
-        return latency_blocks(
-            self.spec,
-            self.base,
-            metric,
+        first = self.stage_first
+        spec_cells = arm_cells(self.spec, metric, first)
+        base_cells = arm_cells(self.base, metric, first)
+        adjusted = adjusted_blocks(
+            spec_cells,
+            base_cells,
+            *lines,
             min_requests=self.t.min_block_requests,
-            spec_variance=spec_var,
-            baseline_variance=base_var,
-            min_bucket=min_bucket,
-            first=first,
+            target_load=target_load,
+            first_slot=first,
         )
-
-    def _stage(self, metric: int, min_bucket: int) -> StageComparison | None:
-        blocks = self._latency_blocks(metric, self.stage_first, min_bucket)
-        if not blocks:
+        if not adjusted.blocks:
             return None
-        cs = confidence_sequence(
-            blocks,
-            alpha=promotion_alpha(self.t, list(self.rollout.stages)),
-            mixture_scale=MIXTURE_SCALE,
-        )
+        # NOTE: the promotion budget is split: half for the blocks' interval, half for the
+        # bound on the slopes' errors (union bound).
+        alpha = promotion_alpha(self.t, list(self.rollout.stages))
+        cs = confidence_sequence(adjusted.blocks, alpha=alpha / 2, mixture_scale=MIXTURE_SCALE)
         assert cs is not None
-        return _comparison(METRICS[metric], cs, self._matched_counts(metric, min_bucket))
+        bias = slope_bias(lines[2], adjusted, alpha / 2)
+        return StageComparison(
+            metric=METRICS[metric],
+            speedup=math.exp(-cs.estimate),
+            lower=math.exp(-(cs.upper + bias)),
+            upper=math.exp(-(cs.lower - bias)),
+            log_difference=cs.estimate,
+            spec_requests=spec_cells.requests,
+            baseline_requests=base_cells.requests,
+            blocks=cs.blocks,
+            at_load=target_load,
+            spec_load=adjusted.spec_load,
+            baseline_load=adjusted.baseline_load,
+            slope_bias=bias,
+        )
 
-    def _matched_counts(self, metric: int, min_bucket: int) -> tuple[int, int]:
-        s = self.spec.moments[self.stage_first :, :, metric].sum(axis=0)
-        b = self.base.moments[self.stage_first :, :, metric].sum(axis=0)
-        spec_var, base_var = self.variances[metric]
-        diff = matched_difference(s, b, spec_var or 1.0, base_var or 1.0, min_bucket)
-        return (diff.spec_requests, diff.baseline_requests) if diff else (0, 0)
-
-    def _ttft_ratio(self) -> float | None:
-        s = self.spec.moments[self.stage_first :, :, TTFT].sum(axis=0)
-        b = self.base.moments[self.stage_first :, :, TTFT].sum(axis=0)
-        spec_var, base_var = self.variances[TTFT]
-        diff = matched_difference(s, b, spec_var or 1.0, base_var or 1.0)
-        return math.exp(diff.estimate) if diff else None
-
-    def _p95_ratio(self) -> float | None:
-        s = self.spec.counts[self.stage_first :, :, E2E_PER_TOKEN].sum(axis=0)
-        b = self.base.counts[self.stage_first :, :, E2E_PER_TOKEN].sum(axis=0)
-        quantiles = matched_quantile_ratio(s, b, 0.95)
-        if quantiles is None or quantiles[1] <= 0:
+    def _p95_ratio(self, target_load: float | None) -> float | None:
+        """Both arms' p95 of end-to-end time per token over this stage, each moved along its
+        line to `target_load` (None: the spec arm's mean load this stage)."""
+        lines = self.lines[E2E_PER_TOKEN]
+        if lines is None:
             return None
-        return quantiles[0] / quantiles[1]
+        first = self.stage_first
+        spec_cells = arm_cells(self.spec, E2E_PER_TOKEN, first)
+        if spec_cells.requests == 0:
+            return None
+        target = target_load
+        if target is None:
+            target = float(np.sum(spec_cells.n * spec_cells.load) / spec_cells.requests)
+        quantiles = []
+        for panel, slope in ((self.spec, lines[2].spec), (self.base, lines[2].baseline)):
+            cells = arm_cells(panel, E2E_PER_TOKEN, first)
+            q = adjusted_quantile(
+                panel.counts[first:, :, E2E_PER_TOKEN],
+                cells.load,
+                LOG_MIDPOINTS,
+                slope,
+                target,
+                0.95,
+            )
+            if q is None:
+                return None
+            quantiles.append(q)
+        return math.exp(quantiles[0] - quantiles[1])
+
+    def _recent(self) -> Recent | None:
+        """The last RECENT_SLOTS slots with requests in both arms, as one block."""
+        both = np.flatnonzero((self.spec.requests > 0) & (self.base.requests > 0))
+        if len(both) == 0:
+            return None
+        first = int(both[-min(RECENT_SLOTS, len(both))])
+        log_diff = log_se = None
+        lines = self.lines[E2E_PER_TOKEN]
+        if lines is not None:
+            adjusted = adjusted_blocks(
+                arm_cells(self.spec, E2E_PER_TOKEN, first),
+                arm_cells(self.base, E2E_PER_TOKEN, first),
+                *lines,
+                min_requests=1,
+                target_load=None,
+            )
+            cs = confidence_sequence(adjusted.blocks, alpha=0.5, mixture_scale=MIXTURE_SCALE)
+            if cs is not None:
+                log_diff, log_se = cs.estimate, math.sqrt(1 / cs.information)
+        ns, nb = int(self.spec.requests[first:].sum()), int(self.base.requests[first:].sum())
+        rs = float(self.spec.errors[first:].sum() + 1) / (ns + 2)
+        rb = float(self.base.errors[first:].sum() + 1) / (nb + 2)
+        return Recent(
+            slots=len(self.starts) - first,
+            log_difference=log_diff,
+            log_difference_se=log_se,
+            error_difference=int(self.spec.errors[first:].sum()) / ns
+            - int(self.base.errors[first:].sum()) / nb,
+            error_difference_se=math.sqrt(rs * (1 - rs) / ns + rb * (1 - rb) / nb),
+        )
 
     def _next_stage(self) -> NextStage | None:
         r = self.rollout
@@ -575,31 +687,31 @@ class _Builder:
         if load_now is None or e2e[0] == 0:
             self.missing.append(f"{plan.target}: no dispatched spec requests in this stage")
             return None
+        spec_latency_s = float(e2e[1] / e2e[0]) / 1000.0
         load_next = projected_spec_load(
             load_now=load_now,
             share_now=plan.share_now,
             share_next=plan.share_next,
             segment_rate_per_s=plan.segment_rate_per_s,
-            spec_latency_s=float(e2e[1] / e2e[0]) / 1000.0,
+            spec_latency_s=spec_latency_s,
             spec_workers=self.spec_workers,
         )
-        bucket = load_bucket(int(load_next))
-        speedup = self._stage(E2E_PER_TOKEN, bucket)
-        advice = None
-        if speedup is None or speedup.spec_requests < self.t.min_samples:
-            have = speedup.spec_requests if speedup else 0
-            remedy = (
-                "add spec workers or raise the shadow share (shadow_percentage) towards the "
-                "canary's first stage"
-                if plan.target == CANARY_FIRST_STAGE
-                else "add spec workers or promote in smaller steps"
+        lines = self.lines[E2E_PER_TOKEN]
+        readable = None
+        if lines is not None:
+            low = max(line.load_low - line.reach for line in lines[:2])
+            high = min(line.load_high + line.reach for line in lines[:2])
+            readable = (max(low, 0.0), high)
+        reachable = readable is not None and readable[0] <= load_next <= readable[1]
+        speedup = self._stage(E2E_PER_TOKEN, load_next) if reachable else None
+        reachable_share = None
+        if readable is not None and load_next > readable[1]:
+            extra_per_share = (
+                plan.segment_rate_per_s * spec_latency_s / 100 / max(self.spec_workers, 1)
             )
-            advice = (
-                f"no evidence at the {plan.target}'s load: the spec pool would carry "
-                f"{load_next:.1f} requests per worker at {plan.share_next:g} %, and this stage "
-                f"has {have} matched spec requests at load >= {LOAD_BUCKET_EDGES[bucket]} "
-                f"(needs {self.t.min_samples}); {remedy}"
-            )
+            if extra_per_share > 0:
+                reachable_share = plan.share_now + (readable[1] - load_now) / extra_per_share
+        advice = self._advice(plan, load_next, speedup, readable, reachable_share)
         return NextStage(
             target=plan.target,
             share_now=plan.share_now,
@@ -608,24 +720,67 @@ class _Builder:
             spec_workers=self.spec_workers,
             spec_load_now=load_now,
             spec_load_next=load_next,
-            load_bucket=bucket,
-            load_floor=LOAD_BUCKET_EDGES[bucket],
+            load_bucket=load_bucket(int(load_next)),
+            load_floor=LOAD_BUCKET_EDGES[load_bucket(int(load_next))],
             speedup=speedup,
             advice=advice,
+            readable_loads=readable,
+            reachable_share=reachable_share,
         )
 
+    def _advice(
+        self,
+        plan: LoadPlan,
+        load_next: float,
+        speedup: StageComparison | None,
+        readable: tuple[float, float] | None,
+        reachable_share: float | None,
+    ) -> str | None:
+        """Why the next stage cannot be judged yet, and what would make it judgeable."""
+        where = (
+            f"the spec pool would carry {load_next:.1f} requests per worker at "
+            f"{plan.share_next:g} %"
+        )
+        if readable is None:
+            return None  # the missing latency samples are listed already
+        low, high = readable
+        if load_next > high:
+            step = (
+                f"promote in a smaller step (a stage at or below {reachable_share:.1f} %)"
+                if reachable_share is not None and reachable_share > plan.share_now
+                else "promote in smaller steps"
+            )
+            return (
+                f"no evidence at the {plan.target}'s load: {where}, beyond what the arms' "
+                f"loads so far let the comparison read (up to {high:.1f}); {step}, or add "
+                f"spec workers"
+                if plan.target == NEXT_STAGE
+                else f"no evidence at the {plan.target}'s load: {where}, beyond what the "
+                f"mirrored load lets the comparison read (up to {high:.1f}); raise the shadow "
+                f"share (shadow_percentage) towards the canary's first stage"
+            )
+        if load_next < low:
+            return (
+                f"no evidence at the {plan.target}'s load: {where}, below the loads the "
+                f"baseline arm was seen at (from {low:.1f}); add baseline workers, or give the "
+                f"baseline pool's requests to fewer workers, so that its load reaches "
+                f"{load_next:.1f}"
+            )
+        have = speedup.spec_requests if speedup else 0
+        if have < self.t.min_samples:
+            return (
+                f"not enough evidence at the {plan.target}'s load yet: {where}; this stage "
+                f"has {have} spec requests (needs {self.t.min_samples})"
+            )
+        return None
 
-def _comparison(metric: str, cs: ConfidenceSequence, counts: tuple[int, int]) -> StageComparison:
-    # NOTE: the interval is on log(spec) - log(base); the speedup is its negative's exp.
-    return StageComparison(
-        metric=metric,
-        speedup=math.exp(-cs.estimate),
-        lower=math.exp(-cs.upper),
-        upper=math.exp(-cs.lower),
-        log_difference=cs.estimate,
-        spec_requests=counts[0],
-        baseline_requests=counts[1],
-        blocks=cs.blocks,
+
+def _arm_summary(panel: ArmPanel, window_ids: list[int]) -> ArmSummary:
+    return ArmSummary(
+        window_ids=window_ids,
+        requests=int(panel.requests.sum()),
+        errors=int(panel.errors.sum()),
+        mean_load=panel.mean_load(),
     )
 
 

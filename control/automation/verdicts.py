@@ -174,6 +174,8 @@ def _monitor_verdict(
 
 
 def promotion_checks(evidence: Evidence, thresholds: ThresholdSet) -> dict[str, bool]:
+    """Every check promotion needs. Each asks for evidence that the spec arm is *not worse*
+    than its margin (an upper bound below it), never the mere absence of proof that it is."""
     acceptance, monitor = evidence.acceptance, evidence.acceptance_monitor
     next_stage = evidence.next_stage
     errors = evidence.error_guard
@@ -186,18 +188,32 @@ def promotion_checks(evidence: Evidence, thresholds: ThresholdSet) -> dict[str, 
         and next_stage.advice is None
         and next_stage.speedup is not None
         and next_stage.speedup.lower >= thresholds.min_speedup,
-        "ttft_within_margin": evidence.ttft_ratio is not None
-        and evidence.ttft_ratio <= 1 + thresholds.ttft_margin,
+        "ttft_within_margin": evidence.ttft_ratio_upper is not None
+        and evidence.ttft_ratio_upper <= 1 + thresholds.ttft_margin,
         "p95_within_margin": evidence.p95_ratio is not None
         and evidence.p95_ratio <= 1 + thresholds.latency_margin,
-        # NOTE: "not confidently worse than the margin" over this stage, not a point
-        # estimate: at a 1 % canary a few hundred requests put the spec arm's error rate a
-        # point above or below the baseline's by chance.
+        # NOTE: non-inferiority over the stage: the always-valid upper bound of the error-rate
+        # difference (spec - baseline) below the margin.
         "error_rate_within_margin": errors is not None
         and not errors.cusum.alarm
         and errors.stage is not None
-        and errors.stage.lower <= errors.margin,
+        and errors.stage.upper <= errors.margin,
+        "recent_windows_not_worse": recent_not_worse(evidence, thresholds),
     }
+
+
+def recent_not_worse(evidence: Evidence, thresholds: ThresholdSet) -> bool:
+    """The latest windows on their own, one standard error of slack: still at least
+    `min_speedup` faster, and errors within the margin. A regression that began a window
+    or two ago moves the stage's interval little, and no monitor has alarmed yet."""
+    recent, errors = evidence.recent, evidence.error_guard
+    if recent is None or recent.log_difference is None or recent.log_difference_se is None:
+        return False
+    if recent.log_difference - recent.log_difference_se > -math.log(thresholds.min_speedup):
+        return False
+    if errors is None or recent.error_difference is None or recent.error_difference_se is None:
+        return False
+    return recent.error_difference - recent.error_difference_se <= errors.margin
 
 
 def judge_canary(

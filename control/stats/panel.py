@@ -39,7 +39,7 @@ N_METRICS = len(METRICS)
 # ln of each latency bucket's log-midpoint: the moments of a histogram sent without
 # exact log sums (edges 10^(k/10): the midpoint of (e_{i-1}, e_i] is e_i 10^-0.05).
 _EDGES = np.asarray(LATENCY_BUCKETS_MS, dtype=np.float64)
-_LOG_MID = np.log(np.append(_EDGES, _EDGES[-1] * 10**0.1) * 10**-0.05)  # [buckets]
+LOG_MIDPOINTS = _LOG_MID = np.log(np.append(_EDGES, _EDGES[-1] * 10**0.1) * 10**-0.05)  # [buckets]
 # Acceptance moment fields, in the order the panel stores them.
 ACCEPTANCE_FIELDS = (
     "requests",

@@ -43,6 +43,9 @@ THRESHOLDS: dict[str, Any] = {
     "min_speedup": 1.1,
     "max_kv_cache_usage": 0.9,
     "min_samples": 50,
+    # NOTE: promotion needs the error difference's upper bound below the margin; a
+    # helper's round of 100 requests per arm can show 10 points, not the default 1.
+    "error_rate_margin": 0.1,
     "stage_dwell_seconds": 0,
     "guard_dwell_seconds": 0,
     "probation_percentage": 2.0,

@@ -14,6 +14,7 @@ from control.automation.evidence import (
     Evidence,
     LoadPlan,
     NextStage,
+    Recent,
     Saturation,
     StageComparison,
     load_plan,
@@ -103,7 +104,9 @@ def _evidence(**fields: Any) -> Evidence:
         "error_guard": None,
         "stage": {},
         "ttft_ratio": None,
+        "ttft_ratio_upper": None,
         "p95_ratio": None,
+        "recent": None,
         "next_stage": None,
         "saturation": Saturation(recent_waiting=[], saturated=False),
         "blocks": {},
@@ -371,3 +374,83 @@ def test_the_shadow_starts_the_canary_only_on_evidence_at_the_canarys_load() -> 
     open_ = _shadow(_passing_shadow(_canary_stage(_speedup(0.9, 0.7, 1.1))))
     assert (open_.action, open_.code) == (Action.HOLD, "inconclusive")
     assert "latency_at_canary_load" in open_.reason
+
+
+def _promotable(**fields: Any) -> Evidence:
+    """Canary evidence on which every promotion check passes; `fields` overrides."""
+    accepted = AcceptanceMonitor.model_construct(decision=SprtDecision.ACCEPT)
+    quiet = CusumResult.model_construct(alarm=False)
+    values: dict[str, Any] = {
+        "acceptance": AcceptanceEstimate.model_construct(mean_acceptance_length=2.4),
+        "acceptance_monitor": accepted,
+        "error_guard": ErrorGuard.model_construct(
+            margin=0.01,
+            cusum=quiet,
+            stage=ConfidenceSequence.model_construct(lower=-0.004, upper=0.006),
+        ),
+        "ttft_ratio": 1.0,
+        "ttft_ratio_upper": 1.1,
+        "p95_ratio": 0.9,
+        "recent": Recent(
+            slots=2,
+            log_difference=-0.2,
+            log_difference_se=0.02,
+            error_difference=0.0,
+            error_difference_se=0.004,
+        ),
+        "stage": {"e2e_per_token": _speedup(1.25, 1.15, 1.35)},
+        "next_stage": _next_stage(_speedup(1.25, 1.12, 1.4)),
+    }
+    return _evidence(**(values | fields))
+
+
+def test_promotion_needs_the_error_differences_upper_bound_below_the_margin() -> None:
+    assert _canary(_promotable()).action is Action.PROMOTE
+    # Decision 230 of the fleet probe: spec 5.8 % vs baseline 2.0 %, lower bound +0.04
+    # points (below the 1-point margin), upper far above it: not evidence of "not worse".
+    worse = ErrorGuard.model_construct(
+        margin=0.01,
+        cusum=CusumResult.model_construct(alarm=False),
+        stage=ConfidenceSequence.model_construct(lower=0.0004, upper=0.075),
+    )
+    verdict = _canary(_promotable(error_guard=worse))
+    assert verdict.action is Action.HOLD
+    assert verdict.checks["error_rate_within_margin"] is False
+
+
+def test_promotion_needs_ttfts_upper_bound_within_its_margin() -> None:
+    verdict = _canary(_promotable(ttft_ratio=1.0, ttft_ratio_upper=1.3))  # margin 25 %
+    assert verdict.action is Action.HOLD
+    assert verdict.checks["ttft_within_margin"] is False
+
+
+def test_promotion_waits_when_the_latest_windows_already_look_worse() -> None:
+    """The stage's interval still clears min_speedup, but the last two windows are 20 %
+    slower than the baseline, or their errors 6 points higher."""
+    slower = Recent(
+        slots=2,
+        log_difference=0.18,
+        log_difference_se=0.03,
+        error_difference=0.0,
+        error_difference_se=0.004,
+    )
+    erring = Recent(
+        slots=2,
+        log_difference=-0.2,
+        log_difference_se=0.02,
+        error_difference=0.06,
+        error_difference_se=0.015,
+    )
+    for recent in (slower, erring):
+        verdict = _canary(_promotable(recent=recent))
+        assert verdict.action is Action.HOLD
+        assert verdict.checks["recent_windows_not_worse"] is False
+    # One standard error of slack: a marginal pair's noisy last windows still pass.
+    noisy = Recent(
+        slots=2,
+        log_difference=-0.03,
+        log_difference_se=0.03,
+        error_difference=0.012,
+        error_difference_se=0.01,
+    )
+    assert _canary(_promotable(recent=noisy)).action is Action.PROMOTE
