@@ -80,6 +80,12 @@ SHIFT_MULTIPLES = (0.25, 0.5, 1.0, 2.0, 4.0)
 MIXTURE_SCALE = 0.1
 # ... and of the error-rate difference's interval: tightest around 5 points.
 ERROR_MIXTURE_SCALE = 0.05
+# Level of the error-rate non-inferiority bound promotion needs: the chance that a pair
+# whose errors are worse than the margin ever passes this check, per stage, is at most
+# this (the error CUSUM keeps watching after). NOTE: not the promotion family's share of
+# the false-alarm budget (about 0.0005 at the defaults): at that level a 1 % canary of
+# 200 requests/s would need ~4,000 spec requests to show "not worse by 1 point".
+NONINFERIORITY_ALPHA = 0.05
 SATURATION_WINDOWS = 4
 # Promotion also reads the latest windows on their own (`Recent`).
 RECENT_SLOTS = 2
@@ -204,6 +210,9 @@ class ErrorGuard(BaseModel):
     cusum: CusumResult
     # This stage's error-rate difference (spec - baseline) with its always-valid interval.
     stage: ConfidenceSequence | None
+    # Since the exposure began (error rates do not depend on load), at NONINFERIORITY_ALPHA:
+    # promotion needs its upper end below the margin.
+    noninferiority: ConfidenceSequence | None = None
 
 
 class Saturation(BaseModel):
@@ -541,6 +550,10 @@ class _Builder:
                 stage_blocks,
                 alpha=promotion_alpha(self.t, list(self.rollout.stages)),
                 mixture_scale=ERROR_MIXTURE_SCALE,
+            ),
+            # NOTE: the mixture is tightest at the margin, where the bound must land.
+            noninferiority=confidence_sequence(
+                blocks, alpha=NONINFERIORITY_ALPHA, mixture_scale=margin
             ),
         )
 

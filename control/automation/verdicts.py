@@ -64,6 +64,14 @@ class HoldReason(StrEnum):
     NO_EVIDENCE_AT_NEXT_LOAD = "no_evidence_at_next_load"
     NO_BENEFIT = "no_benefit"  # conclusively not faster enough at the current load
     SETTLED = "settled"  # pays at this stage's load, conclusively not at the next one's
+    # Every open check's estimate says "pass"; only its bound has not closed yet.
+    ACCUMULATING = "accumulating"
+
+
+# A stage whose open checks all point to a pass waits (ACCUMULATING, no inconclusive
+# round counted) for at most this long per allowed inconclusive round: a non-inferiority
+# bound at a 1 % canary needs several minutes of requests.
+ACCUMULATING_SECONDS_PER_ROUND = 360.0
 
 
 @dataclass(frozen=True)
@@ -192,12 +200,12 @@ def promotion_checks(evidence: Evidence, thresholds: ThresholdSet) -> dict[str, 
         and evidence.ttft_ratio_upper <= 1 + thresholds.ttft_margin,
         "p95_within_margin": evidence.p95_ratio is not None
         and evidence.p95_ratio <= 1 + thresholds.latency_margin,
-        # NOTE: non-inferiority over the stage: the always-valid upper bound of the error-rate
-        # difference (spec - baseline) below the margin.
+        # NOTE: non-inferiority since the exposure began: the always-valid upper bound of
+        # the error-rate difference (spec - baseline) below the margin.
         "error_rate_within_margin": errors is not None
         and not errors.cusum.alarm
-        and errors.stage is not None
-        and errors.stage.upper <= errors.margin,
+        and errors.noninferiority is not None
+        and errors.noninferiority.upper <= errors.margin,
         "recent_windows_not_worse": recent_not_worse(evidence, thresholds),
     }
 
@@ -214,6 +222,29 @@ def recent_not_worse(evidence: Evidence, thresholds: ThresholdSet) -> bool:
     if errors is None or recent.error_difference is None or recent.error_difference_se is None:
         return False
     return recent.error_difference - recent.error_difference_se <= errors.margin
+
+
+def _points_to_pass(check: str, evidence: Evidence, thresholds: ThresholdSet) -> bool:
+    """Whether an open check's point estimate is on the passing side of its bar (so more
+    requests would close its bound), for the checks that are bounds on an estimate."""
+    ns, errors = evidence.next_stage, evidence.error_guard
+    if check == "speedup_at_next_load":
+        return (
+            ns is not None
+            and ns.speedup is not None
+            and ns.speedup.speedup >= thresholds.min_speedup
+        )
+    if check == "ttft_within_margin":
+        return evidence.ttft_ratio is not None and evidence.ttft_ratio <= 1 + thresholds.ttft_margin
+    if check == "error_rate_within_margin":
+        ni = errors.noninferiority if errors is not None else None
+        return (
+            errors is not None
+            and not errors.cusum.alarm
+            and ni is not None
+            and ni.estimate <= errors.margin
+        )
+    return False
 
 
 def judge_canary(
@@ -248,7 +279,7 @@ def judge_canary(
             f"{ns.share_next:g} % (about {ns.spec_load_next:.1f} requests per spec worker)",
             checks=checks,
         )
-    return _not_promoted(state, evidence, thresholds, checks, inconclusive_rounds)
+    return _not_promoted(state, evidence, thresholds, checks, inconclusive_rounds, seconds_in_state)
 
 
 def no_benefit_action(state: RolloutState, thresholds: ThresholdSet) -> Action:
@@ -265,6 +296,7 @@ def _not_promoted(
     thresholds: ThresholdSet,
     checks: dict[str, bool],
     inconclusive_rounds: int,
+    seconds_in_state: float,
 ) -> Verdict:
     failed = ", ".join(name for name, ok in checks.items() if not ok)
     here = evidence.stage.get("e2e_per_token")
@@ -295,6 +327,19 @@ def _not_promoted(
             checks,
         )
     advice = ns.advice if ns is not None else None
+    open_checks = [name for name, ok in checks.items() if not ok]
+    if (
+        advice is None
+        and seconds_in_state < ACCUMULATING_SECONDS_PER_ROUND * thresholds.max_inconclusive_rounds
+        and all(_points_to_pass(name, evidence, thresholds) for name in open_checks)
+    ):
+        return Verdict(
+            Action.WAIT,
+            f"accumulating: every estimate points to a pass, the bounds of {failed} have "
+            f"not closed yet",
+            HoldReason.ACCUMULATING,
+            checks,
+        )
     code = HoldReason.NO_EVIDENCE_AT_NEXT_LOAD if advice else HoldReason.INCONCLUSIVE
     reason = f"{advice}" if advice else f"inconclusive (not yet: {failed})"
     if inconclusive_rounds + 1 >= thresholds.max_inconclusive_rounds:

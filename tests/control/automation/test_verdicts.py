@@ -387,6 +387,9 @@ def _promotable(**fields: Any) -> Evidence:
             margin=0.01,
             cusum=quiet,
             stage=ConfidenceSequence.model_construct(lower=-0.004, upper=0.006),
+            noninferiority=ConfidenceSequence.model_construct(
+                estimate=0.001, lower=-0.004, upper=0.006
+            ),
         ),
         "ttft_ratio": 1.0,
         "ttft_ratio_upper": 1.1,
@@ -411,15 +414,39 @@ def test_promotion_needs_the_error_differences_upper_bound_below_the_margin() ->
     worse = ErrorGuard.model_construct(
         margin=0.01,
         cusum=CusumResult.model_construct(alarm=False),
-        stage=ConfidenceSequence.model_construct(lower=0.0004, upper=0.075),
+        noninferiority=ConfidenceSequence.model_construct(
+            estimate=0.039, lower=0.0004, upper=0.075
+        ),
     )
     verdict = _canary(_promotable(error_guard=worse))
     assert verdict.action is Action.HOLD
     assert verdict.checks["error_rate_within_margin"] is False
+    # Not yet shown, but the estimate is within the margin: wait for the bound to close,
+    # without counting an inconclusive round.
+    pending = ErrorGuard.model_construct(
+        margin=0.01,
+        cusum=CusumResult.model_construct(alarm=False),
+        noninferiority=ConfidenceSequence.model_construct(estimate=0.002, lower=-0.01, upper=0.014),
+    )
+
+    def judge(seconds_in_state: float) -> Verdict:
+        return judge_canary(
+            RolloutState.RAMPING,
+            _promotable(error_guard=pending),
+            threshold_row(min_speedup=1.05, max_inconclusive_rounds=3),
+            seconds_in_state=seconds_in_state,
+            seconds_exposed=1e6,
+            inconclusive_rounds=0,
+        )
+
+    waiting = judge(600.0)
+    assert (waiting.action, waiting.code) == (Action.WAIT, "accumulating")
+    # ... for a bounded time: past max_inconclusive_rounds x 360 s it is a plain hold.
+    assert judge(3 * 360.0 + 1).action is Action.HOLD
 
 
 def test_promotion_needs_ttfts_upper_bound_within_its_margin() -> None:
-    verdict = _canary(_promotable(ttft_ratio=1.0, ttft_ratio_upper=1.3))  # margin 25 %
+    verdict = _canary(_promotable(ttft_ratio=1.3, ttft_ratio_upper=1.4))  # margin 25 %
     assert verdict.action is Action.HOLD
     assert verdict.checks["ttft_within_margin"] is False
 
@@ -443,7 +470,7 @@ def test_promotion_waits_when_the_latest_windows_already_look_worse() -> None:
     )
     for recent in (slower, erring):
         verdict = _canary(_promotable(recent=recent))
-        assert verdict.action is Action.HOLD
+        assert verdict.action is Action.HOLD  # never "accumulating": not a bound to close
         assert verdict.checks["recent_windows_not_worse"] is False
     # One standard error of slack: a marginal pair's noisy last windows still pass.
     noisy = Recent(

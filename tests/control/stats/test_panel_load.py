@@ -18,6 +18,7 @@ def _window(slices: list[dict[str, object]]) -> SimpleNamespace:
         window_seconds=10,
         requests=3,
         errors=0,
+        client_errors=0,
         drafts=0,
         drafted_tokens=0,
         accepted_tokens=0,
