@@ -98,12 +98,15 @@ def test_rollout_show_prints_the_readout(
 
     import control.cli.admin as admin
 
+    client.base_url = "http://testserver/admin/v1"  # type: ignore[assignment]
+    client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+
     class _Api(admin.Api):
+        """The CLI's client over the app in-process (the SDK takes any httpx client)."""
+
         def __init__(self, url: str, token: str) -> None:
             self.token = token
-            self.client = client  # type: ignore[assignment]
-            self.client.base_url = "http://testserver/admin/v1"
-            self.client.headers["Authorization"] = f"Bearer {token}"
+            self.client = admin.AdminClient(url, token, http=client)
 
     monkeypatch.setattr(admin, "Api", _Api)
     runner = CliRunner(env={"SPECROUTE_ADMIN_TOKEN": ADMIN_TOKEN, "COLUMNS": "160"})
