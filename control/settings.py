@@ -215,6 +215,14 @@ class ControlSettings(BaseSettings):
             "logger, message and the request id (`x-request-id`) of the request it belongs to."
         ),
     )
+    ssl_certfile: Path | None = Field(
+        default=None,
+        description=(
+            "PEM certificate (chain) `control serve` serves HTTPS with; needs ssl_keyfile. "
+            "Unset: plain HTTP (TLS ends at a proxy or load balancer in front)."
+        ),
+    )
+    ssl_keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")
     shutdown_grace_seconds: int = Field(
         default=30,
         ge=0,

@@ -1,5 +1,7 @@
 """`specroute gateway ...` commands."""
 
+from pathlib import Path
+
 import typer
 
 app = typer.Typer(help="The OpenAI-compatible gateway (data plane).", no_args_is_help=True)
@@ -15,6 +17,12 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     port: int = typer.Option(8080, help="TCP port to listen on."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
+    ssl_certfile: Path | None = typer.Option(
+        None, "--ssl-certfile", help="PEM certificate to serve HTTPS with (overrides settings)."
+    ),
+    ssl_keyfile: Path | None = typer.Option(
+        None, "--ssl-keyfile", help="PEM private key of the certificate (overrides settings)."
+    ),
 ) -> None:
     """Serve the gateway; settings come from SPECROUTE_GATEWAY_* variables."""
     import logging.config
@@ -23,10 +31,18 @@ def serve(
     from uvicorn.config import LOGGING_CONFIG
 
     from control.contract.logs import uvicorn_json_config
+    from control.contract.tls import TLSConfigError, tls_options
     from gateway.app import create_app
     from gateway.settings import GatewaySettings, MissingToken
 
     settings = GatewaySettings()
+    try:
+        tls = tls_options(
+            ssl_certfile or settings.ssl_certfile, ssl_keyfile or settings.ssl_keyfile
+        )
+    except TLSConfigError as refused:
+        typer.echo(f"refusing to start: {refused}", err=True)
+        raise typer.Exit(code=2) from None
     log_config = LOGGING_CONFIG
     if settings.log_format == "json":
         log_config = uvicorn_json_config(LOGGING_CONFIG)
@@ -47,4 +63,5 @@ def serve(
         log_level=log_level,
         log_config=log_config,
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+        **tls,  # type: ignore[arg-type]
     )

@@ -199,6 +199,14 @@ class GatewaySettings(BaseSettings):
             "logger, message and the request id (`x-request-id`) of the request it belongs to."
         ),
     )
+    ssl_certfile: Path | None = Field(
+        default=None,
+        description=(
+            "PEM certificate (chain) to serve HTTPS with; needs ssl_keyfile. Unset: plain "
+            "HTTP (TLS ends at a proxy or load balancer in front)."
+        ),
+    )
+    ssl_keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")
     shutdown_grace_seconds: int = Field(
         default=30,
         ge=0,

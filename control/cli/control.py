@@ -1,5 +1,7 @@
 """`specroute control migrate` and `specroute control serve`."""
 
+from pathlib import Path
+
 import typer
 
 app = typer.Typer(
@@ -63,6 +65,12 @@ def serve(
             "SPECROUTE_ADMIN_TOKEN / SPECROUTE_INTERNAL_TOKEN are unset."
         ),
     ),
+    ssl_certfile: Path | None = typer.Option(
+        None, "--ssl-certfile", help="PEM certificate to serve HTTPS with (overrides settings)."
+    ),
+    ssl_keyfile: Path | None = typer.Option(
+        None, "--ssl-keyfile", help="PEM private key of the certificate (overrides settings)."
+    ),
 ) -> None:
     """Serve the admin API (/admin/v1) and the internal API (/internal/v1) under uvicorn."""
     import logging.config
@@ -73,10 +81,18 @@ def serve(
     from control.access_log import uvicorn_log_config
     from control.app import create_app
     from control.contract.logs import uvicorn_json_config
+    from control.contract.tls import TLSConfigError, tls_options
     from control.migrate import upgrade
     from control.settings import ControlSettings, MissingTokens
 
     settings = ControlSettings(database_url=_url(database_url), dev_tokens=dev)
+    try:
+        tls = tls_options(
+            ssl_certfile or settings.ssl_certfile, ssl_keyfile or settings.ssl_keyfile
+        )
+    except TLSConfigError as refused:
+        typer.echo(f"refusing to start: {refused}", err=True)
+        raise typer.Exit(code=2) from None
     log_config = uvicorn_log_config(LOGGING_CONFIG)
     if settings.log_format == "json":
         log_config = uvicorn_json_config(log_config)
@@ -96,4 +112,5 @@ def serve(
         log_level=log_level,
         log_config=log_config,
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+        **tls,  # type: ignore[arg-type]
     )
