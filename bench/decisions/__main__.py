@@ -1,7 +1,7 @@
 """`python -m bench.decisions`: run the decision scenario suite and report.
 
-    python -m bench.decisions --runs 200 --jobs 2 --workers 1,4,8,16 \
-        --write-results bench/RESULTS.md
+    python -m bench.decisions --runs 50 --scenario-runs null=200,heavy_null=200,good=200 \
+        --jobs 2 --workers 1,4,8,16 --write-results bench/RESULTS.md
 
 prints one progress line per finished run and a table with one row per
 (scenario, workers per pool, dispatch): runs, right-action rate, wrong disables
@@ -158,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.decisions", description=__doc__)
     parser.add_argument("--runs", type=int, default=200, help="runs per row")
     parser.add_argument(
+        "--scenario-runs",
+        default="",
+        help="comma-separated NAME=RUNS: runs per row of those scenarios (default: --runs)",
+    )
+    parser.add_argument(
         "--traffic",
         choices=sorted(PROFILES),
         default=FLEET.name,
@@ -191,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in scenarios]
     if unknown:
         parser.error(f"unknown scenarios {unknown}; known: {sorted(scenarios)}")
+    runs = {name: args.runs for name in names}
+    for item in (x.strip() for x in args.scenario_runs.split(",") if x.strip()):
+        name, _, value = item.partition("=")
+        if name not in runs or not value.isdigit() or int(value) < 1:
+            parser.error(f"--scenario-runs: {item!r} is not NAME=RUNS of a chosen scenario")
+        runs[name] = int(value)
     try:
         dispatches = [Dispatch(d.strip()) for d in args.dispatch.split(",") if d.strip()]
     except ValueError:
@@ -210,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = run_many(
         names,
-        args.runs,
+        runs,
         workers=workers,
         dispatches=dispatches,
         profile=profile.name,

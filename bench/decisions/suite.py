@@ -14,7 +14,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +83,7 @@ Key = tuple[str, int, str]  # scenario, workers per pool, dispatch
 
 def run_many(
     scenarios: Sequence[str],
-    runs: int,
+    runs: int | Mapping[str, int],
     *,
     workers: Sequence[int] = (4,),
     dispatches: Sequence[Dispatch] = (Dispatch.BALANCER,),
@@ -93,21 +93,23 @@ def run_many(
     start_full: bool = False,
     progress: Callable[[Key, int, int, int], None] | None = None,
 ) -> dict[Key, list[RunResult]]:
-    """`runs` runs (seeds seed..seed+runs-1) of each scenario at each pool size and
-    dispatch, in `jobs` processes; results by (scenario, workers, dispatch)."""
+    """`runs` runs (seeds seed..seed+runs-1; a mapping: per scenario) of each scenario
+    at each pool size and dispatch, in `jobs` processes; results by (scenario, workers,
+    dispatch)."""
+    count = {name: runs if isinstance(runs, int) else runs[name] for name in scenarios}
     work = [
         Job(profile, name, n, d, seed + i, start_full)
         for name in scenarios
         for n in workers
         for d in dispatches
-        for i in range(runs)
+        for i in range(count[name])
     ]
     results: dict[Key, list[RunResult]] = {job.key: [] for job in work}
     for result in _imap(work, jobs):
         done = results[result.key]
         done.append(result)
         if progress is not None:
-            progress(result.key, len(done), runs, sum(r.right for r in done))
+            progress(result.key, len(done), count[result.scenario], sum(r.right for r in done))
     return results
 
 

@@ -193,6 +193,20 @@ def test_the_command_writes_one_row_per_scenario_workers_and_dispatch(tmp_path: 
     assert all("| 100.0% |" in row for row in rows)
 
 
+def test_runs_per_scenario_override_the_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "RESULTS.md"
+    argv = ["--runs", "1", "--jobs", "1", "--scenarios", "tiny,weak", "--workers", "1"]
+    assert main([*argv, "--scenario-runs", "tiny=2", "--write-results", str(results)]) == 0
+    lines = results.read_text().splitlines()
+    rows = [line.split("|") for line in lines if line.startswith(("| tiny |", "| weak |"))]
+    assert {(r[1].strip(), r[4].strip()) for r in rows} == {("tiny", "2"), ("weak", "1")}
+    assert "tiny (1 workers, balancer): 2/2 runs" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([*argv, "--scenario-runs", "good=5"])  # not among the chosen scenarios
+
+
 def test_a_rollout_started_at_full_is_judged_by_the_monitors_after_full(
     app: AutomationCelery,
 ) -> None:
