@@ -208,6 +208,28 @@ class ControlSettings(BaseSettings):
             "only gateways and agents reach the internal API and only admins the admin API."
         ),
     )
+    capacity_interval_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "`specroute control capacity`: seconds between two passes that scale each "
+            "pool's Deployment to its desired workers."
+        ),
+    )
+    capacity_namespace: str | None = Field(
+        default=None,
+        description=(
+            "`specroute control capacity`: namespace of the pool Deployments. Unset: the "
+            "pod's own (its ServiceAccount's namespace file)."
+        ),
+    )
+    capacity_deployment_template: str = Field(
+        default="specroute-engine-{pool}",
+        description=(
+            "`specroute control capacity`: the Deployment of a pool, `{pool}` standing for "
+            "its name (lower-cased, `_` as `-`)."
+        ),
+    )
     log_format: LogFormat = Field(
         default="text",
         description=(

@@ -114,3 +114,61 @@ def serve(
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
         **tls,  # type: ignore[arg-type]
     )
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+@app.command()
+def capacity(
+    kubernetes: bool = typer.Option(
+        ..., "--kubernetes", help="Scale each pool's Deployment (the one backend today)."
+    ),
+    once: bool = typer.Option(False, "--once", help="One pass, then exit (1 if any failed)."),
+    api_host: str | None = typer.Option(
+        None,
+        "--api-host",
+        envvar="SPECROUTE_CAPACITY_API_HOST",
+        help="Kubernetes API URL; default: in-cluster (the pod's ServiceAccount).",
+    ),
+    api_token: str | None = typer.Option(
+        None,
+        "--api-token",
+        envvar="SPECROUTE_CAPACITY_API_TOKEN",
+        help="Bearer token for --api-host (in-cluster: the ServiceAccount's).",
+    ),
+) -> None:
+    """Keep every pool's Deployment at the pool's desired workers (Kubernetes)."""
+    import logging
+    import time
+    from pathlib import Path
+
+    from control.capacity.kubernetes import KubernetesScaler, apps_api, reconcile
+    from control.db import Database
+    from control.settings import get_settings
+
+    del kubernetes  # required: it names the backend
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    settings = get_settings()
+    namespace = settings.capacity_namespace
+    if namespace is None:
+        try:
+            namespace = Path(SERVICE_ACCOUNT_NAMESPACE).read_text().strip()
+        except OSError:
+            typer.echo("no namespace: set SPECROUTE_CAPACITY_NAMESPACE", err=True)
+            raise typer.Exit(code=2) from None
+    scaler = KubernetesScaler(
+        apps_api(api_host, api_token), namespace, settings.capacity_deployment_template
+    )
+    database = Database(settings.resolved_database_url())
+    try:
+        while True:
+            results = reconcile(database, scaler.scale)
+            for r in results:
+                typer.echo(f"{r.pool}: {r.deployment} {r.outcome} {r.current} -> {r.desired}")
+            if once:
+                failed = [r for r in results if r.outcome not in ("scaled", "unchanged")]
+                raise typer.Exit(code=1 if failed else 0)
+            time.sleep(settings.capacity_interval_seconds)
+    finally:
+        database.dispose()

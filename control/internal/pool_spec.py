@@ -2,6 +2,7 @@
 
 from sqlalchemy.orm import Session
 
+from control.capacity.policy import desired_workers
 from control.contract import PoolSpec, SpeculativeConfig
 from control.internal import repository
 from control.internal.limits import fits_int32_id
@@ -21,7 +22,7 @@ def speculative_config(pv: PairVersion) -> SpeculativeConfig:
     )
 
 
-def pool_spec(pool: Pool) -> PoolSpec:
+def pool_spec(session: Session, pool: Pool) -> PoolSpec:
     pv = pool.pair_version
     return PoolSpec(
         id=pool.id,
@@ -31,7 +32,7 @@ def pool_spec(pool: Pool) -> PoolSpec:
         pair_version=pair_version_spec(pv) if pv is not None else None,
         speculative_config=speculative_config(pv) if pv is not None else None,
         engine_args=dict(pool.engine_args or {}),
-        desired_workers=pool.desired_workers,
+        desired_workers=desired_workers(session, pool),
     )
 
 
@@ -44,11 +45,11 @@ def pool_spec_by_id(session: Session, pool_id: int) -> PoolSpec:
     pool = repository.pool_by_id(session, pool_id) if fits_int32_id(pool_id) else None
     if pool is None:
         raise UnknownPool(f"pool {pool_id} does not exist", details={"pool_id": pool_id})
-    return pool_spec(pool)
+    return pool_spec(session, pool)
 
 
 def pool_spec_by_name(session: Session, name: str) -> PoolSpec:
     pool = repository.pool_by_name(session, name) if _storable(name) else None
     if pool is None:
         raise UnknownPool(f"pool {name!r} does not exist", details={"pool_name": name})
-    return pool_spec(pool)
+    return pool_spec(session, pool)

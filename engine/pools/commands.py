@@ -4,6 +4,8 @@ import logging
 import os
 import signal
 import socket
+import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -14,6 +16,7 @@ import typer
 from control.contract import PoolSpec
 
 if TYPE_CHECKING:
+    from engine.agent.client import ControlClient
     from engine.pools.supervisor import Supervisor
 
 
@@ -70,7 +73,18 @@ def up(
             "pool only, from the origins its enrolment allows."
         ),
     ),
-    workers: int = typer.Option(1, "--workers", min=1, help="Servers to run for this pool."),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help=(
+            "Servers to run for this pool, fixed. Default: follow the pool's desired_workers "
+            "from control (re-read every --capacity-poll seconds; 0 stops them all)."
+        ),
+    ),
+    capacity_poll_s: float = typer.Option(
+        15.0, "--capacity-poll", min=0.1, help="Seconds between reads of desired_workers."
+    ),
     base_port: int = typer.Option(8100, "--base-port", help="Worker i listens on base+i."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface the servers bind to."),
     advertise_host: str | None = typer.Option(
@@ -101,13 +115,18 @@ def up(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     control = ControlClient(control_url, agent_token)
     spec = control.pool_spec(pool)
-    cores = worker_cores(cpu_cores, workers)
+    follow = workers is None
+    count = spec.desired_workers if workers is None else workers
+    # NOTE: cores for as many workers as this host may run at once; a pool that
+    # grows past them shares cores round robin.
+    cores = worker_cores(cpu_cores, max(count, 1))
     public_host = advertise_host or host
+    digest = target_digest(spec.target_ref)
 
     def make_command(index: int) -> ServerCommand:
         options = LaunchOptions(
             host=host,
-            cpu_cores=cores[index],
+            cpu_cores=cores[index % len(cores)],
             pin_process=not no_pin,
             apply_vllm_fix=not no_vllm_fix,
         )
@@ -116,7 +135,7 @@ def up(
     def on_event(event: WorkerEvent) -> None:
         typer.echo(f"worker {event.worker}: {event.kind} {event.detail}")
 
-    supervisor = Supervisor(make_command, workers, log_dir=log_dir, on_event=on_event)
+    supervisor = Supervisor(make_command, count, log_dir=log_dir, on_event=on_event)
 
     def handle_signal(signum: int, _frame: FrameType | None) -> None:
         typer.echo(f"signal {signum}: stopping pool {spec.name}")
@@ -125,32 +144,72 @@ def up(
     signal.signal(signal.SIGTERM, handle_signal)
     signal.signal(signal.SIGINT, handle_signal)
 
-    typer.echo(f"pool {spec.name} (id {spec.id}): starting {workers} worker(s) from {base_port}")
-    supervisor.start(wait=False)
     agents: list[HeartbeatAgent] = []
-    digest = target_digest(spec.target_ref)
-    for index, server in enumerate(supervisor.servers):
-        endpoint = f"http://{public_host}:{server.port}"
-        probe = WorkerProbe(
-            pool_id=spec.id,
-            endpoint_url=endpoint,
-            speculative=server.command.speculative,
-            pid=partial(_current_pid, supervisor, index),
-            health_timeout=min(2.0, heartbeat_s / 2),
-            model_digest=digest,
-        )
-        worker_id = _worker_id(spec, public_host, server.port)
-        agent = HeartbeatAgent(worker_id, probe, control, heartbeat_s)
-        agent.start()
-        agents.append(agent)
+
+    def sync_agents() -> None:
+        """One agent per running server: new servers get one, removed ones lose theirs."""
+        while len(agents) > len(supervisor.servers):
+            agents.pop().stop()
+        for index in range(len(agents), len(supervisor.servers)):
+            server = supervisor.servers[index]
+            probe = WorkerProbe(
+                pool_id=spec.id,
+                endpoint_url=f"http://{public_host}:{server.port}",
+                speculative=server.command.speculative,
+                pid=partial(_current_pid, supervisor, index),
+                health_timeout=min(2.0, heartbeat_s / 2),
+                model_digest=digest,
+            )
+            agent = HeartbeatAgent(
+                _worker_id(spec, public_host, server.port), probe, control, heartbeat_s
+            )
+            agent.start()
+            agents.append(agent)
+
+    mode = "following desired_workers" if follow else "fixed"
+    typer.echo(
+        f"pool {spec.name} (id {spec.id}): starting {count} worker(s) from {base_port} ({mode})"
+    )
+    supervisor.start(wait=False)
+    sync_agents()
     try:
-        supervisor.run()
+        next_read = time.monotonic() + capacity_poll_s
+        while not supervisor.stopping:
+            supervisor.check_once()
+            if follow and time.monotonic() >= next_read:
+                next_read = time.monotonic() + capacity_poll_s
+                apply_desired(supervisor, control, pool, sync_agents)
+            supervisor.wait(supervisor.poll_s)
     finally:
         for agent in agents:
             agent.stop()
         supervisor.stop()
         control.close()
         typer.echo(f"pool {spec.name}: stopped")
+
+
+def apply_desired(
+    supervisor: "Supervisor",
+    control: "ControlClient",
+    pool: str,
+    on_resized: "Callable[[], None]",
+) -> int | None:
+    """Read the pool's desired_workers from control and resize to it; the new count,
+    or None when control could not be read (the workers keep running as they are)."""
+    from engine.agent.client import ControlClientError
+
+    try:
+        desired = control.pool_spec(pool).desired_workers
+    except (ControlClientError, OSError) as exc:
+        log.warning(
+            "pool %s: desired_workers not read (%s); keeping %d", pool, exc, supervisor.workers
+        )
+        return None
+    if desired != supervisor.workers:
+        typer.echo(f"pool {pool}: {supervisor.workers} -> {desired} worker(s) (desired_workers)")
+        supervisor.resize(desired)
+        on_resized()
+    return desired
 
 
 def register(app: typer.Typer) -> None:

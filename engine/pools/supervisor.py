@@ -99,6 +99,30 @@ class Supervisor:
             self.check_once()
             self._stop.wait(self.poll_s)
 
+    def resize(self, workers: int) -> None:
+        """Run `workers` workers from now on: start the missing ones (next indices, so
+        next ports) or stop the highest-indexed ones. Call it from the thread that
+        supervises (between `check_once` passes)."""
+        assert workers >= 0
+        while len(self._workers) < workers:
+            index = len(self._workers)
+            worker = Worker(index, self._new_server(index))
+            self._workers.append(worker)
+            self._launch(worker)
+        while len(self._workers) > workers:
+            worker = self._workers.pop()
+            worker.server.stop()
+            self._event(worker.index, "stopped", "scaled down")
+        self.workers = workers
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, seconds: float) -> None:
+        """Sleep up to `seconds`, less if a stop is requested."""
+        self._stop.wait(seconds)
+
     def all_ready(self) -> bool:
         return all(w.ready_at is not None for w in self._workers)
 

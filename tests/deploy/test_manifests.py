@@ -277,3 +277,38 @@ def test_external_services_come_from_secrets_the_docs_name(overlay: str) -> None
     for name, key in refs:
         assert f"`{name}`" in doc and f"`{key}`" in doc, (name, key)
     assert ("specroute-config", "database-url") in refs
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_capacity_controller_holds_an_api_token_and_only_for_scaling(
+    overlay: str,
+) -> None:
+    docs = render(overlay)
+    with_token = [
+        w["metadata"]["name"]
+        for w, t in pod_templates(docs)
+        if t["spec"].get("automountServiceAccountToken", True)
+    ]
+    assert with_token == ["specroute-capacity"]
+    (role,) = of_kind(docs, "Role")
+    engines = sorted(
+        w["metadata"]["name"]
+        for w, t in pod_templates(docs)
+        if t["metadata"]["labels"].get("app.kubernetes.io/component") == "engine"
+    )
+    (rule,) = role["rules"]
+    assert (rule["apiGroups"], rule["resources"], rule["verbs"]) == (
+        ["apps"],
+        ["deployments/scale"],
+        ["get", "patch"],
+    )
+    assert sorted(rule["resourceNames"]) == engines
+    binding = named(docs, "RoleBinding", "specroute-capacity")
+    assert binding["subjects"][0]["name"] == "specroute-capacity"
+    assert of_kind(docs, "ClusterRole") == [] and of_kind(docs, "ClusterRoleBinding") == []
+    # The capacity controller's Deployment template names follow its setting.
+    from control.capacity.kubernetes import deployment_name
+    from control.settings import ControlSettings
+
+    template = ControlSettings().capacity_deployment_template
+    assert sorted(deployment_name(n, template) for n in ("tiny-spec", "tiny-base")) == engines
