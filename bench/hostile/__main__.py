@@ -108,6 +108,44 @@ def gateway_tally(rounds: int) -> Tally:
     return tally
 
 
+def raw_header_tally(work: Path) -> Tally:
+    """Non-ASCII and control-byte header values on raw sockets, to a real gateway and a
+    real control plane under uvicorn. A 5xx or a dropped connection is a defect."""
+    from urllib.parse import urlsplit
+
+    from bench.fake_upstream import FakeUpstream
+    from bench.hostile.raw_headers import control_cases, gateway_cases, run_cases
+    from control.app import create_app
+    from control.migrate import upgrade
+    from control.settings import ControlSettings
+    from tests.gateway.policy import TENANT_KEY, make_snapshot
+    from tests.gateway.server import run_gateway, serve_app
+
+    tally = Tally()
+    url = f"sqlite:///{work / 'raw-headers.db'}"
+    upgrade(url)
+    settings = ControlSettings(
+        data_dir=work, database_url=url, admin_token="raw-admin", internal_token="raw-int"
+    )
+    with serve_app(create_app(settings)) as base:
+        created = httpx.post(
+            f"{base}/admin/v1/tenants",
+            json={"name": "raw"},
+            headers={"Authorization": "Bearer raw-admin"},
+        )
+        port = urlsplit(base).port or 0
+        answers = run_cases(port, control_cases("raw-admin", "raw-int", created.json()["id"]))
+    with serve_app(FakeUpstream(2, 0.001, model="tiny")) as engine:  # type: ignore[arg-type]
+        snapshot = make_snapshot(spec_urls=[engine], baseline_urls=[engine])
+        with run_gateway(work / "raw-gw", snapshot) as gw:
+            answers += run_cases(urlsplit(gw.base_url).port or 0, gateway_cases(TENANT_KEY))
+    for case, answer in answers:
+        tally.statuses[answer.status] += 1
+        if answer.status >= 500 or answer.status == 0:
+            tally.server_errors.append(f"{answer.status} {case.what}")
+    return tally
+
+
 def _print(title: str, tally: Tally, seconds: float, *, bad: str) -> None:
     seen = ", ".join(f"{s}: {n}" for s, n in sorted(tally.statuses.items()))
     print(
@@ -140,6 +178,11 @@ def main() -> int:
         bad="500s or empty successes",
     )
     failed |= bool(gateway.server_errors)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as work:
+        raw = raw_header_tally(Path(work))
+    _print("raw-socket header values", raw, time.monotonic() - started, bad="5xx or no answer")
+    failed |= bool(raw.server_errors)
     return 1 if failed else 0
 
 
