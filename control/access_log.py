@@ -2,8 +2,8 @@
 
 Every gateway polls the snapshot once a second and every engine agent
 heartbeats every few seconds; at INFO their access lines drowned out what a
-person wants to see. Successful snapshot polls, heartbeats and telemetry posts
-are logged at DEBUG (shown with `--log-level debug`); their failures, and every
+person wants to see. Successful snapshot polls, heartbeats, telemetry posts and
+pool-spec reads are logged at DEBUG (shown with `--log-level debug`); their failures, and every
 other request, stay at INFO.
 """
 
@@ -15,6 +15,8 @@ ROUTINE: tuple[tuple[str, str], ...] = (
     ("GET", "/internal/v1/snapshot"),
     ("POST", "/internal/v1/workers/"),
     ("POST", "/internal/v1/telemetry"),
+    # `engine up` re-reads its pool spec (desired_workers) every --capacity-poll seconds.
+    ("GET", "/internal/v1/pools/"),
 )
 
 
