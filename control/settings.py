@@ -234,7 +234,8 @@ class ControlSettings(BaseSettings):
         default="text",
         description=(
             "`text` (uvicorn's lines) or `json`: one JSON object per line with ts, level, "
-            "logger, message and the request id (`x-request-id`) of the request it belongs to."
+            "logger, message and the request id (`x-request-id`) of the request it belongs to; "
+            "also for `specroute worker` / `beat` (Celery's start-up banner is then off)."
         ),
     )
     ssl_certfile: Path | None = Field(
