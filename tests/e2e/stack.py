@@ -73,8 +73,8 @@ def engine_agents(
     *,
     prefix: str,
 ) -> Iterator[None]:
-    """One agent per server (`servers` and `pools` keyed alike; "spec" speculates),
-    named `<prefix>-<key>`, beating every 3 s."""
+    """One agent per server (`servers` and `pools` keyed alike), named `<prefix>-<key>`,
+    beating every 3 s; a server's agent reports speculation when the server speculates."""
     clients = []
     agents = []
     for name, srv in servers.items():
@@ -86,7 +86,7 @@ def engine_agents(
         client = ControlClient(control_url, token)
         clients.append(client)
         probe = WorkerProbe(
-            pool_id=pools[name], endpoint_url=srv.base_url, speculative=name == "spec"
+            pool_id=pools[name], endpoint_url=srv.base_url, speculative=srv.speculative
         )
         agents.append(HeartbeatAgent(f"{prefix}-{name}", probe, client, interval=3.0))
     for agent in agents:
