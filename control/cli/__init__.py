@@ -6,26 +6,67 @@ each group lives with the package it drives and is imported only when it runs.
 `specroute admin ...` therefore never pays for the demo's plotting libraries,
 and `specroute --help` reads each group's one-line help from its source
 without importing it.
+
+The groups this distribution declares are also listed in `OWN_GROUPS` (a test
+keeps it equal to pyproject.toml's), so running one of them needs no scan of
+every installed package's metadata (importlib.metadata costs ~0.1 s); the
+entry points are read for the full listing and for names not in the table.
 """
 
 import ast
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
+from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import typer
 from typer._click import Command, Context, HelpFormatter  # typer 0.29 vendors click
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command
 
+OWN_GROUPS = {
+    "admin": "control.cli.admin:app",
+    "beat": "control.cli.celery:beat",
+    "bench": "bench.cli:app",
+    "control": "control.cli.control:app",
+    "demo": "demo.command:demo",
+    "engine": "engine.cli:app",
+    "gateway": "gateway.cli:app",
+    "worker": "control.cli.celery:worker",
+}
+
+
+class Group(NamedTuple):
+    """An entry point's target, `module:attr`, loaded on demand."""
+
+    module: str
+    attr: str
+
+    @classmethod
+    def of(cls, value: str) -> "Group":
+        module, _, attr = value.partition(":")
+        return cls(module.strip(), attr.strip())
+
+    def load(self) -> Any:
+        return getattr(import_module(self.module), self.attr)
+
 
 @cache
-def _groups() -> dict[str, EntryPoint]:
-    return {ep.name: ep for ep in entry_points(group="specroute.commands")}
+def _groups() -> dict[str, Group]:
+    from importlib.metadata import entry_points
+
+    found = {ep.name: Group.of(ep.value) for ep in entry_points(group="specroute.commands")}
+    return {name: Group.of(value) for name, value in OWN_GROUPS.items()} | found
 
 
-def short_help(ep: EntryPoint) -> str:
+def _group(name: str) -> Group | None:
+    if name in OWN_GROUPS:
+        return Group.of(OWN_GROUPS[name])
+    return _groups().get(name)
+
+
+def short_help(ep: Group) -> str:
     """The group's `typer.Typer(help=...)` or the command function's docstring, first
     line, read from the module's source (no import)."""
     spec = find_spec(ep.module)
@@ -46,7 +87,7 @@ def short_help(ep: EntryPoint) -> str:
     return ""
 
 
-def load_command(name: str, ep: EntryPoint) -> Command:
+def load_command(name: str, ep: Group) -> Command:
     target = ep.load()
     if isinstance(target, typer.Typer):
         command = get_command(target)
@@ -69,7 +110,7 @@ class LazyGroup(TyperGroup):
         return sorted(_groups())
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
-        ep = _groups().get(cmd_name)
+        ep = _group(cmd_name)
         if ep is None:
             return None
         if self.listing:
@@ -88,6 +129,7 @@ app = typer.Typer(
     cls=LazyGroup,
     help="specroute: policy-driven speculative decoding.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help and usage errors: no rich import, no boxes in pipes
 )
 
 

@@ -138,6 +138,9 @@ class AdminClient:
             base_url=self.base_url,
             headers={"Authorization": f"Bearer {token}"} if token else {},
             timeout=timeout_s,
+            # A plain-http base URL never negotiates TLS (every call goes to it, and
+            # redirects are not followed): skip loading the CA bundle (~25 ms a start).
+            verify=not self.base_url.startswith("http://"),
         )
         self.pairs = Pairs(self, "/pairs", "pair")
         self.pools = Pools(self, "/pools", "pool")
@@ -203,6 +206,10 @@ class AdminClient:
             "pools": list(self.pools.list()),
             "segments": list(self.segments.list()),
         }
+
+    def adapter_acceptance(self, **filters: Any) -> Any:
+        """Measured acceptance per LoRA adapter and pair version (getAdapterAcceptance)."""
+        return self.call("GET", "/adapters/acceptance", params=filters)
 
     def close(self) -> None:
         self.http.close()

@@ -278,7 +278,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             control_metrics = httpx.get(control_url + "/metrics").text
             cli = CliRunner().invoke(
                 admin_cli,
-                ["--url", control_url, "--token", ADMIN, "request", "privacy-chat-spec"],
+                ["--url", control_url, "--token", ADMIN, "request", "show", "privacy-chat-spec"],
             )
         admin.close()
         tables = _table_text(db_url)

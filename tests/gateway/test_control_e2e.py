@@ -275,7 +275,7 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
     )
     assert (no_worker["http_status"], no_worker["error_code"]) == (503, "no_healthy_worker")
     cli = CliRunner().invoke(
-        admin_cli, ["--url", control_url, "--token", ADMIN, "request", "refused-key"]
+        admin_cli, ["--url", control_url, "--token", ADMIN, "request", "show", "refused-key"]
     )
     assert cli.exit_code == 0, cli.output
     assert "unknown (key refused)" in cli.output and "not routed" in cli.output

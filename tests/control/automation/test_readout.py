@@ -96,19 +96,16 @@ def test_rollout_show_prints_the_readout(
     sc.good_traffic(committed_database, setup)
     client = TestClient(create_app(settings, committed_database))
 
-    import control.cli.admin as admin
+    import control.cli.admin.session as session
+    from control.contract.admin_client import AdminClient
 
-    client.base_url = "http://testserver/admin/v1"  # type: ignore[assignment]
-    client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+    def in_process(url: str, token: str) -> AdminClient:
+        # NOTE: the app runs in-process (TestClient) so the test shares its database.
+        client.base_url = "http://testserver/admin/v1"  # type: ignore[assignment]
+        client.headers["Authorization"] = f"Bearer {token}"
+        return AdminClient(url, http=client)
 
-    class _Api(admin.Api):
-        """The CLI's client over the app in-process (the SDK takes any httpx client)."""
-
-        def __init__(self, url: str, token: str) -> None:
-            self.token = token
-            self.client = admin.AdminClient(url, token, http=client)
-
-    monkeypatch.setattr(admin, "Api", _Api)
+    monkeypatch.setattr(session, "make_client", in_process)
     runner = CliRunner(env={"SPECROUTE_ADMIN_TOKEN": ADMIN_TOKEN, "COLUMNS": "160"})
     shown = runner.invoke(root, ["admin", "rollout", "show", str(setup.rollout_id)])
     assert shown.exit_code == 0, shown.output

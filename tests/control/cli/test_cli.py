@@ -1,61 +1,14 @@
 """`specroute control migrate` and `specroute admin ...` against a real server over HTTP."""
 
 import json
-import socket
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
-import uvicorn
 from typer.testing import CliRunner
 
-from control.app import create_app
 from control.cli import app as root
-from control.migrate import current_revision
-from control.settings import ControlSettings
+from tests.control.cli.conftest import TOKEN
 from tests.control.conftest import THRESHOLDS, eval_cases, write_model_dir
-
-TOKEN = "cli-test-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'control.db'}"
-    migrated = CliRunner().invoke(root, ["control", "migrate", "--database-url", url])
-    assert migrated.exit_code == 0, migrated.output
-    assert current_revision(url) is not None
-    assert "database at revision" in migrated.output
-
-    settings = ControlSettings(
-        database_url=url,
-        admin_token=TOKEN,
-        internal_token="cli-internal",
-        data_dir=tmp_path,
-        model_roots=[tmp_path],
-    )
-    port = _free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: Path) -> None:
@@ -71,7 +24,19 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
         return result.output
 
     registered = json.loads(
-        ok("pair", "register", "tiny", "--target", str(target), "--draft", str(draft), "--k", "4")
+        ok(
+            "pair",
+            "register",
+            "tiny",
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--k",
+            "4",
+            "-o",
+            "json",
+        )
     )
     assert (registered["version"], registered["num_speculative_tokens"]) == (1, 4)
     version_id = str(registered["id"])
@@ -86,9 +51,13 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
             str(target),
             "--pair-version",
             version_id,
+            "-o",
+            "json",
         )
     )
-    base = json.loads(ok("pool", "create", "base", "--model", "tiny", "--target", str(target)))
+    base = json.loads(
+        ok("pool", "create", "base", "--model", "tiny", "--target", str(target), "-o", "json")
+    )
     # An engine agent's token, enrolled for the base pool and loopback: it heartbeats
     # there and nowhere else.
     agent_token = ok("pool", "enrol", "base", "--allow", "http://127.0.0.1").strip()
@@ -120,6 +89,8 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
             '{"tasks": ["code"]}',
             "--eval-set",
             "code-evals",
+            "-o",
+            "json",
         )
     )
     assert segment["eval_set"] == "code-evals"
@@ -132,7 +103,7 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
     listed = ok("eval-sets")
     assert "code-evals" in listed and "case-0" in listed and "case-1" not in listed
     thresholds = json.loads(
-        ok("thresholds", "create", "default", "--values", json.dumps(THRESHOLDS))
+        ok("thresholds", "create", "default", "--values", json.dumps(THRESHOLDS), "-o", "json")
     )
     rollout = json.loads(
         ok(
@@ -151,6 +122,8 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
             str(thresholds["id"]),
             "--stages",
             "1,10,100",
+            "-o",
+            "json",
         )
     )
     rid = str(rollout["id"])
@@ -201,7 +174,7 @@ def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: 
     assert "rollout.promote" in actions
     [pair] = json.loads(ok("pair", "list", "--output", "json"))
     assert pair["name"] == "tiny" and pair["versions"][0]["num_speculative_tokens"] == 4
-    bad = runner.invoke(root, ["admin", "status", "--output", "yaml"])
+    bad = runner.invoke(root, ["admin", "status", "--output", "xml"])
     assert bad.exit_code == 2
 
     # On a narrow terminal (or a pipe) tables fold long values instead of cutting them.
@@ -290,7 +263,7 @@ def test_admin_cli_tells_one_requests_story_and_lists_them(server: str) -> None:
     runner = CliRunner(
         env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
     )
-    story = runner.invoke(root, ["admin", "request", "req-cli-1"])
+    story = runner.invoke(root, ["admin", "request", "show", "req-cli-1"])
     assert story.exit_code == 0, story.output
     for line in (
         "tenant     acme (1)",
@@ -304,13 +277,13 @@ def test_admin_cli_tells_one_requests_story_and_lists_them(server: str) -> None:
     ):
         assert line in story.output, (line, story.output)
     assert "seed_present=True" in story.output and "stop_count=1" in story.output
-    as_json = runner.invoke(root, ["admin", "request", "req-cli-1", "--json"])
+    as_json = runner.invoke(root, ["admin", "request", "show", "req-cli-1", "-o", "json"])
     assert json.loads(as_json.output)["gateway_id"] == "gw-cli"
     listed = runner.invoke(root, ["admin", "requests", "--tenant", "acme", "--outcome", "error"])
     assert listed.exit_code == 0 and "req-cli-1" in listed.output
     none = runner.invoke(root, ["admin", "requests", "--tenant", "globex"])
     assert none.exit_code == 0 and "req-cli-1" not in none.output
-    missing = runner.invoke(root, ["admin", "request", "req-nope"])
+    missing = runner.invoke(root, ["admin", "request", "show", "req-nope"])
     assert missing.exit_code == 1 and "request_not_found" in missing.output
     # Acceptance per adapter over the records: 18 of 30 drafted tokens in 10 drafts.
     window = ["--since", "2026-12-01T02:00:00Z", "--until", "2026-12-01T04:00:00Z"]

@@ -38,6 +38,29 @@ def test_help_and_admin_import_no_heavy_group(args: list[str]) -> None:
     assert "demo.command" not in modules and "control.app" not in modules
 
 
+@pytest.mark.parametrize("args", [["admin", "--help"], ["admin", "rollout", "wait", "--help"]])
+def test_admin_help_imports_neither_the_http_client_nor_the_models(args: list[str]) -> None:
+    """What keeps `admin --help` under 0.3 s (bench/cli_start.py measures it): httpx,
+    rich and the contract's pydantic models load only when a command runs."""
+    result = _run(*args)
+    assert result["code"] == 0, result["output"]
+    modules = result["modules"]
+    assert isinstance(modules, list)
+    loaded = [
+        m for m in ("httpx", "rich.console", "yaml", "control.contract.snapshot") if m in modules
+    ]
+    assert loaded == []
+
+
+def test_own_groups_are_the_declared_entry_points() -> None:
+    from importlib.metadata import entry_points
+
+    from control.cli import OWN_GROUPS
+
+    declared = {ep.name: ep.value for ep in entry_points(group="specroute.commands")}
+    assert declared == OWN_GROUPS
+
+
 def test_top_level_help_lists_every_group_with_its_own_help() -> None:
     result = _run("--help")
     output = str(result["output"])

@@ -1,0 +1,222 @@
+"""`admin decision|request|evaluation|eval-set ...`, `admin audit`, `admin adapters`:
+what happened, newest first."""
+
+from itertools import islice
+from typing import Any
+
+import typer
+
+from control.cli.admin.crud import add_show, emit_rows
+from control.cli.admin.output import Output, OutputOption, emit, emit_document, emit_line, group
+from control.cli.admin.session import client, read_json_file, run
+
+decision_app = group("The automation's and admins' decisions.")
+request_app = group("Per-request records (never their text).")
+evaluation_app = group("Offline evaluations of pair versions.")
+eval_set_app = group("Governed eval sets (versioned, with lineage).")
+LimitOption: Any = typer.Option(20, min=1, help="How many, newest first.")
+
+
+def _latest(attr: str, limit: int, **filters: Any) -> list[dict[str, Any]]:
+    resource = getattr(client(), attr)
+    return list(islice(resource.list(limit=min(limit, 500), **filters), limit))
+
+
+@decision_app.command("list")
+def decision_list(
+    rollout: str | None = typer.Option(None, help="Rollout name or id."),
+    kind: str | None = typer.Option(None, help="manual_promote, auto_rollback, ..."),
+    limit: int = LimitOption,
+    output: Output = OutputOption,
+) -> None:
+    """Latest decisions, newest first (by id)."""
+
+    def go() -> list[dict[str, Any]]:
+        rollout_id = client().rollouts.id_of(rollout) if rollout else None
+        rows = _latest("decisions", limit, rollout_id=rollout_id, kind=kind)
+        return sorted(rows, key=lambda d: int(d["id"]), reverse=True)
+
+    columns: list[tuple[str, Any]] = [
+        ("id", "id"),
+        ("rollout", "rollout_id"),
+        ("kind", "kind"),
+        ("from", "from_state"),
+        ("to", "to_state"),
+        ("%", lambda d: f"{d['from_percentage']:g}→{d['to_percentage']:g}"),
+        ("actor", "actor"),
+        ("at", lambda d: d["created_at"][:19]),
+    ]
+    emit_rows(run(go), columns, output)
+
+
+add_show(decision_app, "decisions", "decision")
+
+
+@decision_app.command("record")
+def decision_record(decision_id: int) -> None:
+    """A decision's record (markdown: the evidence and why)."""
+    typer.echo(run(lambda: client().decisions.record(decision_id)))
+
+
+@request_app.command("show")
+def request_show(request_id: str, output: Output = OutputOption) -> None:
+    """One request's story: who, which segment and rollout, arm and why, where it ran,
+    its sampling settings, tokens, acceptance, latency and outcome (never its text)."""
+    from control.cli.admin.views import request_story
+
+    record = run(lambda: client().requests.get(request_id))
+    emit(record, output, lambda: typer.echo(request_story(record)))
+
+
+@request_app.command("list")
+def request_list(
+    tenant: str | None = typer.Option(None, help="Tenant name."),
+    segment: int | None = typer.Option(None, help="Segment id."),
+    adapter: str | None = typer.Option(None, help="LoRA adapter."),
+    arm: str | None = typer.Option(None, help="spec or baseline."),
+    outcome: str | None = typer.Option(
+        None, help="ok, error (an arm error), client_error (a 4xx) or cancelled."
+    ),
+    since: str | None = typer.Option(None, help="Received at or after (ISO 8601, UTC)."),
+    until: str | None = typer.Option(None, help="Received before (ISO 8601, UTC)."),
+    limit: int = LimitOption,
+    output: Output = OutputOption,
+) -> None:
+    """Latest request records, newest first, filtered."""
+    filters = {
+        "tenant": tenant,
+        "segment_id": segment,
+        "adapter": adapter,
+        "arm": arm,
+        "outcome": outcome,
+        "since": since,
+        "until": until,
+    }
+    columns: list[tuple[str, Any]] = [
+        ("request", "request_id"),
+        ("received", lambda r: r["received_at"][:19]),
+        ("tenant", "tenant"),
+        ("segment", "segment"),
+        ("arm", "arm"),
+        ("reason", "reason"),
+        ("status", "http_status"),
+        ("e2e ms", lambda r: None if r["e2e_ms"] is None else round(r["e2e_ms"], 1)),
+    ]
+    emit_rows(run(lambda: _latest("requests", limit, **filters)), columns, output)
+
+
+@evaluation_app.command("list")
+def evaluation_list(
+    pair_version: int | None = typer.Option(None, help="Pair version id."),
+    output: Output = OutputOption,
+) -> None:
+    """Offline evaluations, newest first, with the stale cases each ran."""
+    rows = run(lambda: list(client().evaluations.list(pair_version_id=pair_version)))
+
+    def speedups(e: dict[str, Any]) -> str:
+        return ", ".join(f"{k}:{v:.2f}" for k, v in sorted(e["expected_speedup"].items()))
+
+    columns: list[tuple[str, Any]] = [
+        ("id", "id"),
+        ("pair v", "pair_version_id"),
+        ("eval set", "eval_set_id"),
+        ("cases", "cases"),
+        ("mean acc len", lambda e: f"{e['mean_acceptance_length']:.3f}"),
+        ("speedup by k", speedups),
+        (
+            "ppl",
+            lambda e: None if e["draft_perplexity"] is None else f"{e['draft_perplexity']:.2f}",
+        ),
+        ("stale", lambda e: len(e["stale_case_keys"])),
+    ]
+    emit_rows(rows, columns, output)
+
+
+add_show(evaluation_app, "evaluations", "evaluation")
+
+
+@eval_set_app.command("list")
+def eval_set_list(
+    name: str | None = typer.Option(None, help="Only this set's versions."),
+    output: Output = OutputOption,
+) -> None:
+    """Eval sets with their stale cases (past refresh-by), which evaluations get flagged on."""
+    rows = run(lambda: list(client().eval_sets.list(name=name)))
+
+    def stale(s: dict[str, Any]) -> str:
+        keys = s["stale_case_keys"]
+        return ", ".join(keys[:5]) + (" …" if len(keys) > 5 else "")
+
+    columns: list[tuple[str, Any]] = [
+        ("id", "id"),
+        ("name", "name"),
+        ("version", "version"),
+        ("cases", "case_count"),
+        ("stale", lambda s: len(s["stale_case_keys"])),
+        ("stale cases", stale),
+        ("prompt store", "prompt_store"),
+    ]
+    emit_rows(rows, columns, output)
+
+
+@eval_set_app.command("show")
+def eval_set_show(
+    ident: str = typer.Argument(..., metavar="NAME_OR_ID", help="Id, or a name (latest)."),
+    output: Output = OutputOption,
+) -> None:
+    """One eval set with its cases and their lineage."""
+
+    def go() -> dict[str, Any]:
+        sets = client().eval_sets
+        if ident.isdigit():
+            return sets.get(int(ident))
+        versions = list(sets.list(name=ident))
+        if not versions:
+            sets.find(ident)  # raises the typed NotFound
+        return sets.get(max(versions, key=lambda s: int(s["version"]))["id"])
+
+    doc = run(go)
+    emit_document(doc, output, title=f"eval set {doc['name']} v{doc['version']}")
+
+
+@eval_set_app.command("create")
+def eval_set_create(
+    name: str,
+    cases: str = typer.Option(..., help="JSON file: a list of cases (see the README)."),
+    prompt_store: str = typer.Option(..., help="Where the prompts live, e.g. file:///.../p.jsonl."),
+    description: str = typer.Option("", help="Free text."),
+    output: Output = OutputOption,
+) -> None:
+    """Write the next version of an eval set from a JSON file of cases."""
+
+    def go() -> dict[str, Any]:
+        rows = read_json_file("--cases", cases)
+        body = {"name": name, "description": description, "prompt_store": prompt_store}
+        return client().eval_sets.create(body | {"cases": rows})
+
+    created = run(go)
+    emit_line(
+        created,
+        output,
+        f"eval set {created['name']} v{created['version']} (id {created['id']}): "
+        f"{created['case_count']} cases, {len(created['stale_case_keys'])} stale",
+    )
+
+
+def audit(
+    entity_type: str | None = typer.Option(None, help="pair, rollout, segment, ..."),
+    actor: str | None = typer.Option(None, help="Only this actor's."),
+    limit: int = LimitOption,
+    output: Output = OutputOption,
+) -> None:
+    """Latest audit events, newest first."""
+    rows = run(lambda: _latest("audit", limit, entity_type=entity_type, actor=actor))
+    columns: list[tuple[str, Any]] = [
+        ("id", "id"),
+        ("at", lambda e: e["created_at"][:19]),
+        ("actor", "actor"),
+        ("action", "action"),
+        ("entity", lambda e: f"{e['entity_type']} {e['entity_id']}"),
+        ("reason", lambda e: e["reason"] or ""),
+    ]
+    emit_rows(rows, columns, output)
