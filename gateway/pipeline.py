@@ -248,6 +248,7 @@ async def route(
     timeout_s = state.settings.first_token_timeout_s if stream else state.settings.request_timeout_s
     candidate = decision
     tried: list[str] = []
+    engine_error: GatewayError | None = None  # the last engine's own failure, if any
     while True:
         try:
             return await open_on_pool(
@@ -260,18 +261,17 @@ async def route(
                 header_timeout_s=timeout_s,
             )
         except PoolExhausted as exhausted:
-            # NOTE: the body names the pool the decision header names (the last one
-            # tried), and the pools tried before it.
+            # NOTE: an engine's own failure (a 500 on the first pool) is the answer even
+            # when the fallback pool has no worker; otherwise the body names the pool the
+            # decision header names (the last one tried). `details.tried` lists them all.
             tried.append(candidate.pool.name)
+            engine_error = exhausted.error or engine_error
             earlier = f" (tried before: {', '.join(tried[:-1])})" if len(tried) > 1 else ""
-            error = exhausted.error or ServiceUnavailable(
+            error = engine_error or ServiceUnavailable(
                 f"No healthy worker in pool '{candidate.pool.name}'{earlier}",
                 code="no_healthy_worker",
             )
-            error.details = (error.details or {}) | {
-                "pool": candidate.pool.name,
-                "tried": list(tried),
-            }
+            error.details = (error.details or {}) | {"tried": list(tried)}
             error = tagged(error, candidate)
         if candidate.fallback is None:
             raise error

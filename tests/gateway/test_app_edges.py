@@ -305,7 +305,6 @@ def test_engine_5xx_is_502_and_opens_the_breaker(tmp_path: Path) -> None:
                     "param": None,
                     "details": {
                         "engine_status": 500,
-                        "pool": "tiny-base",
                         "tried": ["tiny-spec", "tiny-base"],
                     },
                 }

@@ -106,4 +106,4 @@ def test_with_no_engine_up_the_header_and_body_name_the_same_pool(
     error = resp.json()["error"]
     assert error["code"] == "no_healthy_worker"
     assert f"pool '{last_pool}'" in error["message"]
-    assert error["details"] == {"pool": last_pool, "tried": [first_pool, last_pool]}
+    assert error["details"] == {"tried": [first_pool, last_pool]}
