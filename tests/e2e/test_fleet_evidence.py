@@ -323,10 +323,15 @@ def test_fleet_evidence_forms_at_the_next_stage_load_with_two_spec_workers(
     assert 0 < comparison["spec_requests"] <= requests["spec"]
     assert 0 < comparison["baseline_requests"] <= requests["baseline"]
     assert comparison["blocks"] >= 2
+    # What the lines are for: with two spec workers against one baseline worker, the
+    # balancer keeps the baseline's worker about twice as busy, yet the arms are read at
+    # one load, the spec arm's projected one.
+    assert 0 < comparison["spec_load"] < comparison["baseline_load"], comparison
     assert 0 < comparison["lower"] < comparison["speedup"] < comparison["upper"], comparison
     print(
         f"fleet evidence: {dict(requests)} requests, spec per worker {dict(per_worker)}, "
         f"spec load {nxt['spec_load_now']:.2f} -> {nxt['spec_load_next']:.2f} "
-        f"(readable {low:.2f}..{high:.2f}), speedup {comparison['speedup']:.3f} "
+        f"(readable {low:.2f}..{high:.2f}; arms seen at {comparison['spec_load']:.2f} and "
+        f"{comparison['baseline_load']:.2f}), speedup {comparison['speedup']:.3f} "
         f"[{comparison['lower']:.3f}, {comparison['upper']:.3f}], {took:.0f} s"
     )
