@@ -57,8 +57,12 @@ from control.stats.sequential import BlockEstimate
 # no load spread at all still have a finite (wide) slope.
 SLOPE_PRIOR_SD = 0.05
 SLOPE_ABSOLUTE_SD = 0.5
-# An arm extrapolates at most this far beyond the loads it was seen at: the width of
-# its observed range, and never less than MIN_REACH requests per worker.
+# An arm extrapolates at most REACH_SPANS widths of its observed range beyond the loads
+# it was seen at, and never less than MIN_REACH requests per worker. NOTE: 1.5, not 1:
+# one worker per pool at 200 requests/s puts a 1 % canary's spec arm at loads 0-1 and
+# the baseline at 24-44, and the canary's next stage (load ~1) lies 23 below the
+# baseline's data; within its range the line's straightness is checked (lack of fit).
+REACH_SPANS = 1.5
 MIN_REACH = 2.0
 # The observed range: the loads between these request-weighted quantiles.
 RANGE_QUANTILES = (0.025, 0.975)
@@ -115,7 +119,7 @@ class LoadLine:
 
     @property
     def reach(self) -> float:
-        return max(MIN_REACH, self.load_high - self.load_low)
+        return max(MIN_REACH, REACH_SPANS * (self.load_high - self.load_low))
 
     def covers(self, load: float) -> bool:
         """Whether `load` lies within the range this line may be read at."""

@@ -66,7 +66,7 @@ def test_the_line_recovers_level_and_slope_against_least_squares() -> None:
     assert line.slope == pytest.approx(0.04, abs=0.005)
     assert line.residual_variance == pytest.approx(SIGMA**2, rel=0.1)
     assert (line.load_low, line.load_high) == (0.0, 3.0)
-    assert line.covers(5.0) and not line.covers(3.0 + max(MIN_REACH, 3.0) + 0.1)
+    assert line.covers(7.0) and not line.covers(3.0 + max(MIN_REACH, 1.5 * 3.0) + 0.1)
 
 
 def test_curvature_the_line_cannot_follow_widens_its_variance() -> None:
