@@ -12,7 +12,7 @@ from control.api.body_guard import BodyGuard
 from control.api.handlers import install_error_handlers
 from control.api.openapi import install_openapi, operation_id
 from control.api.query import reject_unknown_query
-from control.api.request_gate import ADMIN_PREFIX, RequestGate
+from control.api.request_gate import ADMIN_PREFIX, RequestGate, install_auth_failures
 from control.api.request_id import RequestIdMiddleware
 from control.automation.dispatch import GuardDispatch
 from control.contract import INTERNAL_PREFIX
@@ -102,7 +102,7 @@ def create_app(
         app.include_router(admin_router(), prefix=ADMIN_PREFIX)
     if "internal" in settings.api_surfaces:
         app.include_router(internal_router, prefix=INTERNAL_PREFIX)
-    install_metrics(app)
+    install_auth_failures(app, install_metrics(app))
     app.include_router(health_router)
     install_openapi(app)
     return app

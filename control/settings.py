@@ -98,6 +98,28 @@ class ControlSettings(BaseSettings):
             "and /admin/v1/evaluations."
         ),
     )
+    auth_failure_burst: int = Field(
+        default=20,
+        ge=1,
+        description=(
+            "Failed authentications one source address may make in a burst on the admin "
+            "and internal APIs; past it, its requests are 429 auth_rate_limited with "
+            "Retry-After until failures age out."
+        ),
+    )
+    auth_failure_refill_per_second: float = Field(
+        default=1.0,
+        gt=0,
+        description="Failed authentications per second an address regains (the steady rate).",
+    )
+    auth_failure_max_addresses: int = Field(
+        default=10_000,
+        ge=1,
+        description=(
+            "Source addresses the failure table tracks at once; past it, the least "
+            "recently failed address is forgotten (bounded memory)."
+        ),
+    )
     redis_url: str | None = Field(
         default=None,
         description="Redis URL for snapshot change notifications (pub/sub). Unset: none.",

@@ -144,6 +144,14 @@ CATALOG: dict[str, Entry] = {
         "cumulative; increase over 5m",
         "sum by (instance) (increase(specroute_gateway_quota_store_failures_total[5m]))",
     ),
+    "specroute_gateway_auth_failures": Entry(
+        "requests refused for their API key (missing, unknown or revoked), and those "
+        "refused with 429 because their address failed too often (reason label)",
+        "—",
+        "requests",
+        "cumulative; rate over 5m",
+        "sum by (reason) (rate(specroute_gateway_auth_failures_total[5m]))",
+    ),
     "specroute_gateway_quota_rejections": Entry(
         "requests refused with 429 (weighted-token budget spent)",
         "—",
@@ -193,6 +201,14 @@ CATALOG: dict[str, Entry] = {
         "batches",
         "instant",
         "max by (instance) (specroute_gateway_telemetry_batches_pending)",
+    ),
+    "specroute_control_auth_failures": Entry(
+        "admin/internal requests refused before their route: missing or unknown token, "
+        "or 429 because their address failed too often (reason label)",
+        "—",
+        "requests",
+        "cumulative; rate over 5m",
+        "sum by (reason) (rate(specroute_control_auth_failures_total[5m]))",
     ),
     "specroute_control_rollout_state": Entry(
         "1 for the rollout's current state",
@@ -347,6 +363,7 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_snapshot_age_seconds": "—",
     "specroute_gateway_quota_store_failures": "tenants without a quota (never checked)",
     "specroute_gateway_quota_rejections": "tenants without a quota",
+    "specroute_gateway_auth_failures": "refusals before authentication (not ready, 413)",
     "specroute_gateway_shadow_mirrors": "rollouts not in the shadow stage",
     "specroute_gateway_outstanding_requests": "other gateways' requests to the same worker",
     "specroute_gateway_telemetry_batches_flushed": "windows with no request (never sent)",
@@ -381,6 +398,7 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_control_adapter_mean_acceptance_length": ADAPTER_EXCLUSIONS,
     "specroute_control_adapter_drafts": ADAPTER_EXCLUSIONS,
     "specroute_control_snapshot_version": "—",
+    "specroute_control_auth_failures": "refusals of a valid token (403 scopes, 413 bodies)",
 }
 
 
@@ -465,6 +483,15 @@ def control_metrics() -> list[MetricInfo]:
         labels: tuple[str, ...] = tuple(getattr(fam, "_labelnames", ()))
         out.append(MetricInfo(fam.name, fam.type, labels, fam.documentation))
     db.dispose()
+    # The counters control keeps in memory (not read from SQL).
+    from prometheus_client import CollectorRegistry
+
+    from control.api.request_gate import auth_failure_counter
+
+    counter = auth_failure_counter(CollectorRegistry())
+    out.append(
+        MetricInfo(counter._name, "counter", tuple(counter._labelnames), counter._documentation)
+    )
     return out
 
 

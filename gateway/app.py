@@ -9,6 +9,7 @@ import httpx
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
+from gateway.auth_guard import AuthGuard
 from gateway.errors import register_error_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.engine_http import EngineClient
@@ -37,6 +38,7 @@ def build_state(settings: GatewaySettings) -> GatewayState:
             on_outstanding=metrics.set_outstanding,
         ),
         metrics=metrics,
+        auth_guard=AuthGuard.of(settings, metrics),
         aggregator=TelemetryAggregator(
             settings.gateway_id,
             settings.telemetry_window_seconds,

@@ -76,6 +76,20 @@ class AuthenticationFailed(GatewayError):
     default_code = "invalid_api_key"
 
 
+class AuthRateLimited(GatewayError):
+    """Too many failed authentications from one source address."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+    default_code = "auth_rate_limited"
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(
+            "Too many failed authentications from this address",
+            headers={"Retry-After": str(retry_after_s)},
+        )
+
+
 class PermissionDenied(GatewayError):
     status_code = 403
     error_type = "permission_error"

@@ -17,6 +17,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
 from control.contract import LATENCY_BUCKETS_S, OVERFLOW_LABEL, UNSEGMENTED_LABEL, Arm
+from control.contract.auth_throttle import AUTH_FAILURE_REASONS
 from gateway.telemetry.record import RequestRecord
 
 PREFIX = "specroute_gateway_"
@@ -244,6 +245,16 @@ class GatewayMetrics:
         )
         for operation in ("admit", "settle", "charge"):
             self.quota_store_failures.labels(operation)
+        self.auth_failures = Counter(
+            PREFIX + "auth_failures",
+            "Requests refused for their API key: missing_token, invalid_token (unknown or "
+            "revoked key), rate_limited (the source address failed too often; 429). "
+            "Unit: requests.",
+            ["reason"],
+            registry=r,
+        )
+        for reason in AUTH_FAILURE_REASONS:
+            self.auth_failures.labels(reason)
         self.outstanding = Gauge(
             PREFIX + "outstanding_requests",
             "Requests in flight to an engine worker (the least-outstanding routing signal). "

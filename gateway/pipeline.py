@@ -132,7 +132,7 @@ async def intake(
 ) -> Arrival:
     """Authenticate the key, read and validate the body, check the model is allowed;
     `seen` learns the tenant and the stream flag as they become known."""
-    tenant = seen.tenant = authenticate(request, state.store)
+    tenant = seen.tenant = authenticate(request, state.store, state.auth_guard)
     received = await read_json(request, state.settings.max_body_bytes)
     body = validate(schema, received.doc)
     seen.stream = body.stream

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from gateway.auth_guard import AuthGuard
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.engine_http import EngineClient
 from gateway.proxy.shadow import ShadowMirrors
@@ -25,6 +26,8 @@ class GatewayState:
     quota: QuotaLimiter
     # Control traffic (snapshot, telemetry): low rate, short timeouts.
     control_client: httpx.AsyncClient
+    # Failed API keys, counted and rate-limited per source address.
+    auth_guard: AuthGuard
     # Engine traffic, the hot path: a lean HTTP/1.1 client (gateway.proxy.engine_http).
     # Its connections belong to the serving event loop, so the lifespan opens it.
     engine_client: EngineClient | None = None

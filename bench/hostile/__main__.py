@@ -44,6 +44,9 @@ def control_tally(database_url: str | None, per_operation: int, work: Path) -> T
         admin_token="hostile-admin",
         internal_token="hostile-internal",
         model_roots=[work, BUNDLED_PAIR_DIR],
+        # The fuzz fails authentication on purpose from one address: without this the
+        # failure limit would answer 429 for most of it and the routes go untested.
+        auth_failure_burst=1_000_000,
     )
     app = create_app(settings)
     auth = {"Authorization": "Bearer hostile-admin"}
@@ -125,7 +128,12 @@ def raw_header_tally(work: Path) -> Tally:
     url = f"sqlite:///{work / 'raw-headers.db'}"
     upgrade(url)
     settings = ControlSettings(
-        data_dir=work, database_url=url, admin_token="raw-admin", internal_token="raw-int"
+        data_dir=work,
+        database_url=url,
+        admin_token="raw-admin",
+        internal_token="raw-int",
+        # Bad Authorization values on purpose, from one address: no failure limit.
+        auth_failure_burst=1_000_000,
     )
     with serve_app(create_app(settings)) as base:
         created = httpx.post(

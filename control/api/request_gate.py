@@ -1,4 +1,5 @@
-"""Authentication before the body, and a cap on the body while it is read.
+"""Authentication before the body, a cap on the body while it is read, and failed
+authentication counted and rate-limited per source address.
 
 An unauthenticated 200 MB POST used to be read in full (RSS 240 -> 611 MB) before
 its 401, and a malformed body without a token got a 422 with field details. This
@@ -8,12 +9,20 @@ otherwise, before one byte of the body is read), then reads the body counting by
 and answers 413 `body_too_large` as soon as the count passes the route's limit
 (Content-Length is checked up front; chunked bodies are counted as they arrive).
 The routes still check scopes and roles; this only decides whether the body is read.
+
+Every admin and internal request (with a body or not) is authenticated here, so
+this is also where failures are counted (`specroute_control_auth_failures_total
+{reason}`) and where an address that failed too often gets 429 `auth_rate_limited`
+with Retry-After before its credential is looked up
+(control.contract.auth_throttle).
 """
 
 import hmac
 import re
 from dataclasses import dataclass
 
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
@@ -21,6 +30,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control.api.handlers import render, render_control_error, render_database_error
 from control.contract import INTERNAL_PREFIX
+from control.contract.auth_throttle import (
+    AUTH_FAILURE_REASONS,
+    REASON_RATE_LIMITED,
+    AuthFailureLimiter,
+)
 from control.credentials import active_token
 from control.db import Database
 from control.errors import Unauthorized
@@ -41,6 +55,47 @@ LARGE_BODY_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 class BodyTooLarge(Exception):
     pass
+
+
+@dataclass
+class AuthFailures:
+    limiter: AuthFailureLimiter
+    counter: Counter
+
+
+def failure_limiter(settings: ControlSettings) -> AuthFailureLimiter:
+    """A fresh per-address failure table sized by `settings`."""
+    return AuthFailureLimiter(
+        burst=settings.auth_failure_burst,
+        refill_per_second=settings.auth_failure_refill_per_second,
+        max_addresses=settings.auth_failure_max_addresses,
+    )
+
+
+def auth_failure_counter(registry: CollectorRegistry) -> Counter:
+    counter = Counter(
+        "specroute_control_auth_failures",
+        "Requests to the admin or internal API refused before their route: "
+        "missing_token, invalid_token (unknown or revoked), rate_limited (the source "
+        "address failed too often; 429). Unit: requests.",
+        ["reason"],
+        registry=registry,
+    )
+    for reason in AUTH_FAILURE_REASONS:
+        counter.labels(reason)
+    return counter
+
+
+def install_auth_failures(app: FastAPI, registry: CollectorRegistry) -> None:
+    settings: ControlSettings = app.state.settings
+    app.state.auth_failures = AuthFailures(
+        failure_limiter(settings), auth_failure_counter(registry)
+    )
+
+
+def source_address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 @dataclass(frozen=True)
@@ -129,15 +184,18 @@ class RequestGate:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in BODYLESS_METHODS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         realm = realm_of(scope["path"])
         if realm is not None:
-            refusal = await check_credential(scope, realm)
+            refusal = await _authenticate(scope, realm)
             if refusal is not None:
-                await refusal.response(scope, receive, send)
+                await refusal(scope, receive, send)
                 return
+        if scope["method"] in BODYLESS_METHODS:
+            await self.app(scope, receive, send)
+            return
         settings: ControlSettings = scope["app"].state.settings
         limit = body_limit(settings, scope["method"], scope["path"])
         declared = _declared_length(scope)
@@ -154,6 +212,30 @@ class RequestGate:
             return messages.pop(0) if messages else await receive()
 
         await self.app(scope, replay, send)
+
+
+async def _authenticate(scope: Scope, realm: str) -> Response | None:
+    """None when the request may go on; else the 401, 429 or 503 to send."""
+    failures: AuthFailures = scope["app"].state.auth_failures
+    address = source_address(scope)
+    wait = failures.limiter.retry_after(address)
+    if wait is not None:
+        failures.counter.labels(REASON_RATE_LIMITED).inc()
+        return render(
+            429,
+            "too many failed authentications from this address",
+            "rate_limit_error",
+            "auth_rate_limited",
+            details={"retry_after_s": wait},
+            headers={"Retry-After": str(wait)},
+        )
+    refusal = await check_credential(scope, realm)
+    if refusal is None:
+        return None
+    if refusal.reason in AUTH_FAILURE_REASONS:
+        failures.limiter.failed(address)
+        failures.counter.labels(refusal.reason).inc()
+    return refusal.response
 
 
 async def _read_capped(receive: Receive, limit: int) -> list[Message]:

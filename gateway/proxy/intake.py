@@ -10,7 +10,9 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from control.contract import TenantSpec
+from control.contract.auth_throttle import REASON_INVALID, REASON_MISSING
 from control.contract.logs import REQUEST_ID
+from gateway.auth_guard import AuthGuard
 from gateway.errors import (
     AuthenticationFailed,
     ClientDisconnected,
@@ -36,14 +38,20 @@ def request_id_of(request: Request) -> str:
     return rid
 
 
-def authenticate(request: Request, store: SnapshotStore) -> TenantSpec:
+def authenticate(request: Request, store: SnapshotStore, guard: AuthGuard) -> TenantSpec:
+    """The key's tenant; 401 for a missing or unknown key, 429 while the caller's
+    address has failed too often (checked first, so a flood costs no lookups)."""
+    address = request.client.host if request.client is not None else "unknown"
+    guard.admit(address)
     if not store.ready:
         raise ServiceUnavailable("The gateway has no policy snapshot yet", code="not_ready")
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
+        guard.failed(address, REASON_MISSING)
         raise AuthenticationFailed("Missing bearer API key")
     tenant = store.tenant_for_key(key.strip())
     if tenant is None:
+        guard.failed(address, REASON_INVALID)
         raise AuthenticationFailed("Incorrect API key provided")
     return tenant
 

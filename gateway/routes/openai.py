@@ -78,7 +78,7 @@ def _models(request: Request) -> tuple[list[dict[str, Any]], str]:
     """The models this key may use, as OpenAI's model objects, and the request id."""
     state = gateway_state(request)
     request_id = request_id_of(request)
-    tenant = authenticate(request, state.store)
+    tenant = authenticate(request, state.store, state.auth_guard)
     snapshot = state.store.snapshot
     assert snapshot is not None
     created = int(snapshot.generated_at.timestamp())

@@ -9,12 +9,16 @@ from sqlalchemy.orm import Session
 from control.app import create_app
 from control.db import Database
 from control.models import AuditEvent, Pair
-from control.settings import ControlSettings
+from control.settings import DEV_ADMIN_TOKEN, ControlSettings
 from tests.fixtures.db import TransactionBoundDatabase
 
 
-def test_unknown_route_is_a_typed_404(app_client: TestClient) -> None:
-    response = app_client.get("/admin/v1/no-such-thing")
+def test_unknown_route_is_a_typed_404(
+    app_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    # Without a token, 401 like every admin path: routes are not an oracle either.
+    assert app_client.get("/admin/v1/no-such-thing").status_code == 401
+    response = app_client.get("/admin/v1/no-such-thing", headers=admin_headers)
     assert response.status_code == 404
     body = response.json()
     assert body["error"]["type"] == "not_found_error"
@@ -62,7 +66,9 @@ def _probe_app(database: Database, settings: ControlSettings) -> TestClient:
 )
 def test_unreachable_database_is_503_with_retry_after(url: str) -> None:
     with _probe_app(Database(url), ControlSettings(database_url=url, dev_tokens=True)) as client:
-        response = client.get("/admin/v1/_probe")
+        # The bootstrap token: authenticated without the database, then the route needs it.
+        dev = {"Authorization": f"Bearer {DEV_ADMIN_TOKEN}"}
+        response = client.get("/admin/v1/_probe", headers=dev)
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "5"
     assert response.json()["error"]["code"] == "database_unavailable"

@@ -22,7 +22,12 @@ def test_non_ascii_header_values_get_a_typed_4xx_or_a_clean_400(tmp_path: Path) 
     url = f"sqlite:///{tmp_path / 'control.db'}"
     upgrade(url)
     settings = ControlSettings(
-        data_dir=tmp_path, database_url=url, admin_token="raw-admin", internal_token="raw-int"
+        data_dir=tmp_path,
+        database_url=url,
+        admin_token="raw-admin",
+        internal_token="raw-int",
+        # Bad Authorization values on purpose, from one address: no failure limit.
+        auth_failure_burst=1_000_000,
     )
     with serve_app(create_app(settings)) as base:
         created = httpx.post(

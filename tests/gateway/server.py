@@ -93,7 +93,13 @@ def run_gateway(
     path = tmp_path / "snapshot.json"
     if snapshot is not None:
         write_snapshot(path, snapshot)
-    defaults: dict[str, Any] = {"snapshot_poll_seconds": 0.05, "gateway_id": "test-gateway"}
+    defaults: dict[str, Any] = {
+        "snapshot_poll_seconds": 0.05,
+        "gateway_id": "test-gateway",
+        # Tests poll with keys the gateway does not know yet, all from 127.0.0.1: the
+        # failure limit is tested on its own (tests/gateway/test_auth_failures.py).
+        "auth_failure_burst": 100_000,
+    }
     if "control_url" not in settings:
         defaults["snapshot_file"] = path
     config_settings = GatewaySettings(**(defaults | settings))
