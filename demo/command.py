@@ -11,23 +11,22 @@ plots, decision records) and stops every process it started — also on Ctrl-C.
 """
 
 import asyncio
-import os
+import contextlib
 import signal
-import statistics
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import typer
-from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
-from demo.monitor import DecisionEvent, Monitor, mean_acceptance_length
+from demo.machine import OtherWork
+from demo.monitor import Monitor
 from demo.plan import DEMO_EXTRA_LAYERS, DEMO_STAGES, SERVED_MODEL, SegmentPlan, demo_segments
 from demo.processes import StartupError
-from demo.records import write_records
+from demo.records import record_paths, write_records
 from demo.report import (
     plot_acceptance,
     plot_tpot,
@@ -37,15 +36,13 @@ from demo.report import (
 )
 from demo.stack import DemoStack, prepare_data_dir
 from demo.traffic import TrafficGenerator
+from demo.view import PlainLines, live_view, make_console, stamp
 
 SAMPLE_S = 2.0
 # The gateway flushes a window every 2 s after it closes (5 s windows): wait for
 # the last one so the final acceptance numbers include every request.
 SETTLE_S = 8.0
-# The live view's spec share is over the requests started in the last RECENT_S
-# seconds, so it drops to 0 % after a disable instead of decaying slowly.
-RECENT_S = 15.0
-console = Console()
+console = make_console()
 
 
 def open_stack(data_dir: Path, extra_layers: int) -> DemoStack:
@@ -69,61 +66,16 @@ def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
     raise Interrupted
 
 
-def _live_view(gen: TrafficGenerator, monitor: Monitor, duration_s: float) -> Group:
-    table = Table(title=f"traffic: {gen.elapsed():.0f} / {duration_s:.0f} s", expand=False)
-    for header in (
-        "segment",
-        "sent",
-        "ok",
-        "errors",
-        "shed",
-        "in flight",
-        f"spec share ({RECENT_S:g} s)",
-        "accept. len",
-        "TPOT spec/base ms",
-        "rollout",
-    ):
-        table.add_column(header)
-    for seg in gen.segments:
-        rows = [r for r in gen.results if r.segment == seg.name]
-        ok = [r for r in rows if r.ok]
-        recent = [r for r in ok if r.started_s >= gen.elapsed() - RECENT_S]
-        spec_recent = [r for r in recent if r.arm == "spec"]
-        tpot = {
-            arm: [r.tpot_s * 1000 for r in ok if r.arm == arm and r.tpot_s is not None]
-            for arm in ("spec", "baseline")
-        }
-        tau = mean_acceptance_length(*monitor.totals(seg.name))
-        view = monitor.rollouts.get(seg.name)
-        counters = gen.counters[seg.name]
-        table.add_row(
-            seg.name,
-            str(counters.sent),
-            str(len(ok)),
-            str(len(rows) - len(ok)),
-            str(counters.shed),
-            str(counters.in_flight),
-            f"{len(spec_recent) / len(recent):.0%}" if recent else "-",
-            f"{tau:.2f}" if tau is not None else "-",
-            " / ".join(
-                f"{statistics.median(v):.1f}" if v else "-"
-                for v in (tpot["spec"], tpot["baseline"])
-            ),
-            f"{view.state} {view.percentage:g}%" if view else "?",
-        )
-    lines = [_decision_line(d) for d in monitor.decisions[-8:]]
-    footer = Text("\n".join(lines) if lines else "no decisions yet", style="cyan")
-    parts: list[Table | Text] = [table, Text("decisions (newest last):", style="bold"), footer]
-    if monitor.last_error:
-        parts.append(Text(monitor.last_error, style="yellow"))
-    return Group(*parts)
-
-
-def _decision_line(d: DecisionEvent) -> str:
-    return (
-        f"#{d.id} t={d.t_s:5.0f}s {d.segment}: {d.kind} {d.from_state}→{d.to_state} "
-        f"{d.to_percentage:g}% by {d.actor} — {d.reason}"
-    )
+@contextlib.contextmanager
+def _view(
+    gen: TrafficGenerator, monitor: Monitor, duration_s: float, plain: PlainLines | None
+) -> Iterator[Callable[[bool], None]]:
+    """`show(final)`: the live table on a terminal, plain lines otherwise."""
+    if plain is not None:
+        yield lambda final: plain.update(gen, monitor, final=final)
+        return
+    with Live(live_view(gen, monitor, duration_s), console=console, refresh_per_second=2) as live:
+        yield lambda _final: live.update(live_view(gen, monitor, duration_s))
 
 
 async def _drive(
@@ -151,16 +103,15 @@ async def _drive(
         started_wall=time.time(),
     )
     traffic = asyncio.create_task(gen.run(duration_s))
+    plain = None if console.is_terminal else PlainLines(console, duration_s)
     try:
-        with Live(
-            _live_view(gen, monitor, duration_s), console=console, refresh_per_second=2
-        ) as live:
+        with _view(gen, monitor, duration_s, plain) as show:
             while not traffic.done():
                 await monitor.sample(gen.elapsed())
                 dead = stack.stack.dead_children()
                 if dead:
                     raise StartupError(f"{dead[0].name} died; log tail:\n{dead[0].log_tail()}")
-                live.update(_live_view(gen, monitor, duration_s))
+                show(False)
                 await asyncio.wait({traffic}, timeout=SAMPLE_S)
             await asyncio.sleep(SETTLE_S)
             if not keep_automation:
@@ -168,7 +119,7 @@ async def _drive(
                 # one landing after the last sample would have none.
                 await asyncio.to_thread(stack.stop_automation)
             await monitor.sample(gen.elapsed())
-            live.update(_live_view(gen, monitor, duration_s))
+            show(True)
         console.print()
         await traffic
         await write_records(stack.data_dir / "records", monitor.decisions, monitor.record_markdown)
@@ -180,19 +131,17 @@ async def _drive(
     return gen, monitor
 
 
-def machine_load(load_start: tuple[float, float, float]) -> dict[str, object]:
-    """Load average (1 min) when the demo started and now, and the verdict on it."""
-    cpus = os.cpu_count() or 1
-    end = os.getloadavg()
-    busy = max(load_start[0], end[0]) > 0.5 * cpus
-    return {"load_start": load_start[0], "load_end": end[0], "cpus": cpus, "busy": busy}
+def machine_load(other: OtherWork, stack: DemoStack | None = None) -> dict[str, object]:
+    """How busy other work kept the CPUs while the demo ran (demo/machine.py), with the
+    load averages for reference."""
+    return other.reading(stack.stack.descendants() if stack is not None else None)
 
 
 def _report(
     stack: DemoStack,
     gen: TrafficGenerator,
     monitor: Monitor,
-    load_start: tuple[float, float, float],
+    other: OtherWork,
 ) -> None:
     segments = [s.name for s in gen.segments]
     report_dir = stack.data_dir / "report"
@@ -201,24 +150,15 @@ def _report(
         segments, gen.results, {k: c.shed for k, c in gen.counters.items()}, monitor
     )
     console.print(summary_table(summaries))
-    machine = machine_load(load_start)
-    console.print(
-        f"machine: load average {machine['load_start']:.1f} at start, "
-        f"{machine['load_end']:.1f} at end, {machine['cpus']} CPUs"
-        + (
-            " — BUSY: other work shared the CPUs with the engines, so latencies and "
-            "verdicts are not those of an idle machine"
-            if machine["busy"]
-            else " (idle apart from the demo)"
-        )
-    )
+    machine = machine_load(other, stack)
+    console.print(machine_line(machine))
     files = write_tables(report_dir, gen.results, summaries, monitor, machine)
     files.append(plot_acceptance(monitor, segments, report_dir / "acceptance.png"))
     files.append(plot_tpot(gen.results, monitor, segments, report_dir / "tpot.png"))
     console.print("[bold]report files:")
     for path in files:
         console.print(f"  {path}")
-    records = sorted((stack.data_dir / "records").glob("*.md"))
+    records = record_paths(stack.data_dir / "records")
     console.print(f"[bold]decision records ({len(records)}):")
     for path in records:
         console.print(f"  {path}")
@@ -226,12 +166,33 @@ def _report(
         console.print("  none: the automation changed no rollout's state in this run")
 
 
+def machine_line(machine: dict[str, Any]) -> str:
+    verdict = (
+        " — BUSY: other work shared the CPUs with the engines, so latencies and verdicts "
+        "are not those of an idle machine"
+        if machine["busy"]
+        else " (idle apart from the demo)"
+    )
+    return (
+        f"machine: other work kept {machine['other_cores']:.2f} of {machine['cpus']} CPUs "
+        f"busy on average (the demo itself {machine['demo_cores']:.2f}); load average "
+        f"{machine['load_start']:.1f} at start, {machine['load_end']:.1f} at end{verdict}"
+    )
+
+
+@contextlib.contextmanager
+def _status(first: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on a terminal; timestamped lines in a pipe."""
+    if not console.is_terminal:
+        console.print(f"{stamp()} {first}", markup=False)
+        yield lambda message: console.print(f"{stamp()} {message}", markup=False)
+        return
+    with console.status(first) as status:
+        yield status.update
+
+
 def _start(stack: DemoStack, segments: tuple[SegmentPlan, ...]) -> None:
-    with console.status("starting") as status:
-
-        def tick(message: str) -> None:
-            status.update(message)
-
+    with _status("starting") as tick:
         plan = stack.provision_control(tick, segments=segments)
         console.print(
             f"registered pair version {plan.pair_version_id}, pools {plan.spec_pool} and "
@@ -281,7 +242,7 @@ def demo(
 ) -> None:
     """Run the end-to-end demo: stack up, open-loop traffic, decisions, report."""
     signal.signal(signal.SIGTERM, _on_sigterm)
-    load_start = os.getloadavg()
+    other = OtherWork()  # before anything of the demo's runs
     stack = open_stack(data_dir, extra_layers)
     code = 0
     reported = False
@@ -291,7 +252,7 @@ def demo(
         gen, monitor = asyncio.run(
             _drive(stack, segments, duration, rate_scale, keep_automation=keep_running)
         )
-        _report(stack, gen, monitor, load_start)
+        _report(stack, gen, monitor, other)
         reported = True
         if keep_running:
             _print_urls(stack)
@@ -309,8 +270,8 @@ def demo(
         # NOTE: a second Ctrl-C (or a SIGTERM) must not cut the clean-up short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        with console.status("stopping") as status:
-            stack.stack.stop(on_stop=lambda name: status.update(f"stopping {name}"))
+        with _status("stopping") as tick:
+            stack.stack.stop(on_stop=lambda name: tick(f"stopping {name}"))
         console.print(f"stopped; logs under {data_dir / 'logs'}")
     if code:
         raise typer.Exit(code=code)

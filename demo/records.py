@@ -22,7 +22,18 @@ async def write_records(
         text = await fetch(d.id)
         if text is None:
             continue
-        path = records_dir / f"decision-{d.id}-{d.segment}-{d.to_state}.md"
+        # Zero-padded, so `ls` lists them in numeric order too (2 before 20).
+        path = records_dir / f"decision-{d.id:04d}-{d.segment}-{d.to_state}.md"
         path.write_text(text)
         written.append(path)
     return written
+
+
+def record_paths(records_dir: Path) -> list[Path]:
+    """The record files in numeric order of their decision id (2, 3, 20; never 2, 20, 3)."""
+
+    def decision_id(path: Path) -> int:
+        parts = path.name.split("-")
+        return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1
+
+    return sorted(records_dir.glob("decision-*.md"), key=lambda p: (decision_id(p), p.name))

@@ -14,6 +14,7 @@ import pytest
 
 from control.contract import Arm
 from control.contract.admin_client import AdminClient
+from demo.machine import OtherWork
 from demo.monitor import (
     AcceptancePoint,
     DecisionEvent,
@@ -23,10 +24,11 @@ from demo.monitor import (
 )
 from demo.plan import ALL_SEGMENTS, DEMO_ADAPTER, provision
 from demo.processes import ProcessStack, StartupError, wait_http_ok
-from demo.records import write_records
+from demo.records import record_paths, write_records
 from demo.report import acceptance_figure, acceptance_series, clip_limit, tpot_figure
 from demo.stack import MARKER, DemoStack, prepare_data_dir
 from demo.traffic import RequestResult, TrafficGenerator, parse_decision
+from demo.view import PIPE_WIDTH, PlainLines
 from engine.pools.local import tiny_pair_dir
 from engine.pools.probe_prompts import CODE_PROMPTS
 from engine.tiny.styles import adapter_dir, rot13
@@ -208,11 +210,21 @@ async def test_write_records_writes_every_control_record_in_numeric_order(
 
     paths = await write_records(tmp_path / "records", decisions, fetch)
     assert [p.name for p in paths] == [
-        "decision-12-short-labels-rolled_back.md",
-        "decision-13-short-labels-disabled.md",
+        "decision-0012-short-labels-rolled_back.md",
+        "decision-0013-short-labels-disabled.md",
     ]
     assert fetched == [12, 13]  # holds change nothing and have no record
     assert [p.read_text() for p in paths] == ["# control record 12\n", "# control record 13\n"]
+
+
+def test_record_files_list_in_numeric_order(tmp_path: Path) -> None:
+    for name in ("decision-20-a-full.md", "decision-0003-b-full.md", "decision-2-c-full.md"):
+        (tmp_path / name).write_text("x")
+    assert [p.name for p in record_paths(tmp_path)] == [
+        "decision-2-c-full.md",
+        "decision-0003-b-full.md",
+        "decision-20-a-full.md",
+    ]
 
 
 # Like `engine up`: forks a "server" (in its own session) that serves --port 54329.
@@ -319,9 +331,74 @@ def test_the_demo_serves_the_cost_realistic_pair_unless_told_otherwise(tmp_path:
     assert config["num_hidden_layers"] == 4 + 2
     assert (root / "draft" / "config.json").is_file()
 
-    machine = machine_load((123.0, 0.0, 0.0))
-    assert machine["load_start"] == 123.0 and machine["busy"] is True
-    assert isinstance(machine["load_end"], float) and machine["cpus"] == os.cpu_count()
+    machine = machine_load(OtherWork(load_start=123.0))
+    assert machine["load_start"] == 123.0 and machine["cpus"] == os.cpu_count()
+    assert isinstance(machine["load_end"], float) and isinstance(machine["busy"], bool)
+
+
+# A fixed amount of CPU work (not a fixed time), so a loaded machine only slows it.
+SPIN = "sum(i * i for i in range(4_000_000))"
+# Started in its own session by a parent that exits at once: the spinner is then no
+# descendant of the test, like another user's job.
+ORPHAN = f"""
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", {SPIN!r}], start_new_session=True)
+print(child.pid, flush=True)
+"""
+
+
+def test_the_busy_check_counts_other_processes_cpu_not_the_demos() -> None:
+    own = OtherWork()
+    before = psutil.Process().cpu_times()
+    subprocess.run([sys.executable, "-c", SPIN], check=True)  # the demo's own work
+    mine = own.reading()
+    after = psutil.Process().cpu_times()
+    spun = after.children_user - before.children_user  # what that child cost
+    assert float(mine["demo_cpu_s"]) >= 0.8 * spun > 0.05  # type: ignore[arg-type]
+
+    other = OtherWork()
+    started = subprocess.run([sys.executable, "-c", ORPHAN], capture_output=True, text=True)
+    orphan = int(started.stdout.strip())
+    deadline = time.monotonic() + 120
+    while psutil.pid_exists(orphan) and psutil.Process(orphan).status() != "zombie":
+        assert time.monotonic() < deadline, "the spinner did not finish"
+        time.sleep(0.05)
+    reading = other.reading()
+    # The orphan's CPU time (about `spun`) is other work; only its short-lived parent
+    # is the test's own.
+    assert float(reading["other_cpu_s"]) >= 0.5 * spun  # type: ignore[arg-type]
+    assert float(reading["demo_cpu_s"]) < 0.5 * spun  # type: ignore[arg-type]
+
+
+def test_piped_progress_is_plain_timestamped_lines_that_nothing_cuts() -> None:
+    import io
+    import re
+
+    from rich.console import Console
+
+    segment = ALL_SEGMENTS[0]
+    gen = TrafficGenerator("http://127.0.0.1:9", {segment.tenant: "k"}, [segment], model="tiny")
+    monitor = Monitor("http://g", "http://c", "t", {}, started_wall=0.0)
+    long_reason = "speedup 0.836, always-valid upper bound 0.958 < min_speedup 1.000; " * 4
+    monitor.decisions.append(
+        replace(
+            _decision(3, "canary_no_benefit", "canary", "rolled_back", has_record=True),
+            reason=long_reason,
+        )
+    )
+    out = io.StringIO()
+    plain = PlainLines(Console(file=out, width=PIPE_WIDTH, soft_wrap=True), 240.0)
+    plain.update(gen, monitor)
+    plain.update(gen, monitor)  # within PLAIN_EVERY_S: the decision is not repeated
+    plain.update(gen, monitor, final=True)
+    lines = out.getvalue().splitlines()
+    stamped = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
+    assert lines and all(stamped.match(line) for line in lines), lines
+    decisions = [line for line in lines if " decision #3 " in line]
+    assert len(decisions) == 1 and long_reason.strip() in decisions[0]
+    per_segment = [line for line in lines if f" {segment.name}: sent " in line]
+    assert len(per_segment) == 2  # the first update and the final one
+    assert "\x1b[" not in out.getvalue()  # no cursor movement or colour codes
 
 
 def test_the_demo_serves_its_adapter_segment_on_both_pools(tmp_path: Path) -> None:
