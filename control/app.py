@@ -87,6 +87,10 @@ def create_app(
         version="1",
         description="Admin REST (pairs, pools, segments, rollouts, ...) and the internal API.",
         generate_unique_id_function=operation_id,
+        # NOTE: SPECROUTE_*DOCS_ENABLED=false drops all three (404), e.g. in production.
+        docs_url="/docs" if settings.docs_enabled else None,
+        redoc_url="/redoc" if settings.docs_enabled else None,
+        openapi_url="/openapi.json" if settings.docs_enabled else None,
     )
     app.state.settings = settings
     app.state.database = database

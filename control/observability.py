@@ -7,6 +7,7 @@ A custom collector queries the database on each scrape (a handful of small
 aggregate queries), so the numbers can never drift from the rows.
 """
 
+import hmac
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
@@ -27,6 +28,7 @@ from control.contract import (
     RolloutState,
 )
 from control.db import Database
+from control.errors import Unauthorized
 from control.requests.acceptance import acceptance_by_adapter
 from control.snapshot.version import current_snapshot_version
 
@@ -236,12 +238,21 @@ router = APIRouter()
 
 @router.get("/metrics", include_in_schema=False)
 def metrics(request: Request) -> Response:
+    token = request.app.state.settings.metrics_token
+    if token is not None:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        # NOTE: constant-time, as for every other token.
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), token.get_secret_value().encode()
+        ):
+            raise Unauthorized("/metrics needs the metrics token (SPECROUTE_METRICS_TOKEN)")
     registry: CollectorRegistry = request.app.state.metrics_registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE)
 
 
 def install_metrics(app: FastAPI) -> CollectorRegistry:
-    """Serve the control plane's metrics on GET /metrics (no auth: no secrets, no text)."""
+    """Serve the control plane's metrics on GET /metrics (no secrets, no text; behind
+    SPECROUTE_METRICS_TOKEN when it is set)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ControlCollector(lambda: app.state.database))
     app.state.metrics_registry = registry

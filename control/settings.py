@@ -120,6 +120,17 @@ class ControlSettings(BaseSettings):
             "recently failed address is forgotten (bounded memory)."
         ),
     )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "When set, GET /metrics needs `Authorization: Bearer <this>` (401 otherwise). "
+            "Unset: /metrics is open (it carries no secrets; bind it to a private network)."
+        ),
+    )
+    docs_enabled: bool = Field(
+        default=True,
+        description="Serve /docs, /redoc and /openapi.json. false: all three are 404.",
+    )
     redis_url: str | None = Field(
         default=None,
         description="Redis URL for snapshot change notifications (pub/sub). Unset: none.",

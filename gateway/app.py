@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 
 
 def build_state(settings: GatewaySettings) -> GatewayState:
-    metrics = GatewayMetrics(top_k_segments=settings.segment_top_k)
+    metrics = GatewayMetrics(
+        top_k_segments=settings.segment_top_k, hash_tenants=settings.tenant_label_hash
+    )
     return GatewayState(
         settings=settings,
         store=SnapshotStore(),
@@ -154,6 +156,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         title="specroute gateway",
         description="OpenAI-compatible front door with per-segment speculation routing.",
         lifespan=_lifespan,
+        # NOTE: SPECROUTE_*DOCS_ENABLED=false drops all three (404), e.g. in production.
+        docs_url="/docs" if settings.docs_enabled else None,
+        redoc_url="/redoc" if settings.docs_enabled else None,
+        openapi_url="/openapi.json" if settings.docs_enabled else None,
     )
     app.state.gateway = build_state(settings)
     register_error_handlers(app)

@@ -7,6 +7,7 @@ traffic (segment, tenant) are capped to the top K by traffic plus ``other``,
 so a flood of new segments or tenants cannot grow the exposition without bound.
 """
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable
@@ -97,7 +98,9 @@ class GatewayMetrics:
         *,
         top_k_tenants: int | None = None,
         max_positions: int = 16,
+        hash_tenants: bool = False,
     ) -> None:
+        self.hash_tenants = hash_tenants
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.max_positions = max_positions
@@ -343,8 +346,15 @@ class GatewayMetrics:
     def observe_quota_store_failure(self, operation: str) -> None:
         self.quota_store_failures.labels(operation).inc()
 
+    def tenant_label(self, tenant: str) -> str:
+        """The label a tenant's series carry: its name, or a digest of it when tenant
+        names must not appear in the exposition (tenant_label_hash)."""
+        if not self.hash_tenants:
+            return tenant
+        return "t-" + hashlib.sha256(tenant.encode()).hexdigest()[:12]
+
     def observe_quota_rejection(self, tenant: str) -> None:
-        self.quota_rejections.labels(self.tenants.resolve(tenant)).inc()
+        self.quota_rejections.labels(self.tenants.resolve(self.tenant_label(tenant))).inc()
 
     def set_snapshot(self, version: int, age_s: float) -> None:
         self.snapshot_version.set(version)

@@ -152,6 +152,24 @@ class GatewaySettings(BaseSettings):
             "recently failed address is forgotten (bounded memory)."
         ),
     )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "When set, GET /metrics needs `Authorization: Bearer <this>` (401 otherwise). "
+            "Unset: /metrics is open (bind it to a private network)."
+        ),
+    )
+    docs_enabled: bool = Field(
+        default=True,
+        description="Serve /docs, /redoc and /openapi.json. false: all three are 404.",
+    )
+    tenant_label_hash: bool = Field(
+        default=False,
+        description=(
+            "Metric labels name a tenant by `t-` + the first 12 hex digits of the sha256 "
+            "of its name instead of the name (still at most the top-k tenants plus other)."
+        ),
+    )
     segment_top_k: int = Field(
         default=20, ge=1, description="Segments with their own metric label; the rest: 'other'."
     )

@@ -1,9 +1,12 @@
 """Operational endpoints: liveness, readiness (a snapshot is loaded; fresh on demand),
 Prometheus."""
 
+import hmac
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from gateway.errors import AuthenticationFailed
 from gateway.routes.openai import gateway_state
 
 router = APIRouter()
@@ -45,5 +48,14 @@ async def readyz(request: Request) -> JSONResponse:
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    body, content_type = gateway_state(request).metrics.render()
+    state = gateway_state(request)
+    token = state.settings.metrics_token
+    if token is not None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        # NOTE: constant-time, as for every other token.
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), token.get_secret_value().encode()
+        ):
+            raise AuthenticationFailed("/metrics needs the metrics token", code="invalid_token")
+    body, content_type = state.metrics.render()
     return Response(body, media_type=content_type)
