@@ -256,9 +256,11 @@ def adjusted_blocks(
         ms, vs, xs = _block_moments(spec, a, b, spec_line.residual_variance)
         mb, vb, xb = _block_moments(baseline, a, b, baseline_line.residual_variance)
         target = xs if target_load is None else target_load
-        estimate = (ms + spec_line.slope * (target - xs)) - (
-            mb + baseline_line.slope * (target - xb)
-        )
+        # NOTE: the joint slopes, not each line's own: an arm whose loads never vary has
+        # no slope of its own, and `slope_bias` bounds the joint slopes' error.
+        moved_spec = ms + slopes.spec * (target - xs)
+        moved_base = mb + slopes.baseline * (target - xb)
+        estimate = moved_spec - moved_base
         variance = vs + vb
         blocks.append(BlockEstimate(estimate, variance, first_slot + a, first_slot + b))
         loads_s.append((xs, 1.0 / variance))

@@ -115,6 +115,9 @@ def test_arms_that_never_share_a_load_are_compared_where_matched_buckets_find_no
         radius = 3 / math.sqrt(information) + bias
         assert abs(estimate - math.log(0.8)) < radius
         assert bias > 0
+        # The spec arm is moved along the borrowed slope: were it left flat, reading it at
+        # load 2 would put it 2 x 0.04 = 0.08 too fast.
+        assert estimate == pytest.approx(math.log(0.8), abs=0.03)
     # Farther from the spec arm's loads costs more: its slope is the prior's guess.
     near = adjusted_blocks(
         spec, base, spec_line, base_line, slopes, min_requests=50, target_load=0.25
