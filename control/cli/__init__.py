@@ -33,6 +33,7 @@ OWN_GROUPS = {
     "demo": "demo.command:demo",
     "engine": "engine.cli:app",
     "gateway": "gateway.cli:app",
+    "stack": "control.cli.stack:app",
     "worker": "control.cli.celery:worker",
 }
 
@@ -136,3 +137,6 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """specroute: policy-driven speculative decoding."""
+    from control.cli.pidfiles import register_from_argv
+
+    register_from_argv()
