@@ -18,6 +18,12 @@ import httpx
 
 from bench.hostile.control_cases import control_cases
 from bench.hostile.control_run import Tally, fuzz, seed, send_case
+from bench.hostile.harden_cases import (
+    harden_cases,
+    raw_body_cases,
+    run_cases,
+    token_reuse_after_deletion,
+)
 from bench.hostile.upstream import (
     ENGINE_ANSWER_MODES,
     GARBAGE_STREAM,
@@ -55,7 +61,9 @@ def control_tally(database_url: str | None, per_operation: int, work: Path) -> T
         ids = seed(client, auth)
         for case in control_cases(ids, work / "models"):
             response = send_case(client, case, auth)
-            tally.add(response.status_code, case.name)
+            tally.add(response.status_code, case.name, expected=case.status)
+        run_cases(client, harden_cases(ids, "hostile-internal"), auth, tally)
+        token_reuse_after_deletion(client, auth, tally)
         tally_fuzz = fuzz(
             client,
             app.openapi(),
@@ -66,6 +74,33 @@ def control_tally(database_url: str | None, per_operation: int, work: Path) -> T
         )
     tally.statuses.update(tally_fuzz.statuses)
     tally.server_errors += tally_fuzz.server_errors
+    return tally
+
+
+def gate_tally(work: Path) -> Tally:
+    """Bodies on raw sockets to a real control server, and the failure limit at its
+    default settings (burst 20): 30 wrong tokens, the last 10 must be 429."""
+    from urllib.parse import urlsplit
+
+    from control.app import create_app
+    from control.migrate import upgrade
+    from control.settings import ControlSettings
+    from tests.gateway.server import serve_app
+
+    tally = Tally()
+    url = f"sqlite:///{work / 'gate.db'}"
+    upgrade(url)
+    base = ControlSettings(
+        data_dir=work, database_url=url, admin_token="gate-admin", internal_token="gate-int"
+    )
+    with serve_app(create_app(base.model_copy(update={"auth_failure_burst": 10**6}))) as root:
+        raw_body_cases(urlsplit(root).port or 0, "gate-admin", tally)
+    with serve_app(create_app(base)) as root, httpx.Client(base_url=root) as client:
+        for i in range(30):
+            response = client.get("/admin/v1/pools", headers={"Authorization": "Bearer wrong"})
+            tally.add(
+                response.status_code, f"wrong token #{i + 1}", expected=401 if i < 20 else 429
+            )
     return tally
 
 
@@ -158,9 +193,10 @@ def _print(title: str, tally: Tally, seconds: float, *, bad: str) -> None:
     seen = ", ".join(f"{s}: {n}" for s, n in sorted(tally.statuses.items()))
     print(
         f"{title}: {tally.tried} requests in {seconds:.1f} s; statuses {seen}; "
-        f"{bad}: {len(tally.server_errors)}"
+        f"{bad}: {len(tally.server_errors)}; wrong 2xx: {len(tally.wrong_successes)}; "
+        f"other than expected: {len(tally.unexpected)}"
     )
-    for line in tally.server_errors[:20]:
+    for line in (tally.server_errors + tally.wrong_successes + tally.unexpected)[:20]:
         print("   ", line)
 
 
@@ -176,7 +212,14 @@ def main() -> int:
         control = control_tally(args.database_url, args.per_operation, Path(work))
         backend = (args.database_url or "sqlite").split(":", 1)[0]
         _print(f"control plane ({backend})", control, time.monotonic() - started, bad="5xx")
-        failed |= bool(control.server_errors)
+        failed |= bool(control.server_errors or control.wrong_successes or control.unexpected)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as work:
+        gate = gate_tally(Path(work))
+    _print(
+        "control bodies and auth limit (raw sockets)", gate, time.monotonic() - started, bad="5xx"
+    )
+    failed |= bool(gate.server_errors or gate.wrong_successes or gate.unexpected)
     started = time.monotonic()
     gateway = gateway_tally(args.gateway_rounds)
     _print(

@@ -31,15 +31,23 @@ THRESHOLDS: dict[str, Any] = {
 class Tally:
     statuses: Counter[int] = field(default_factory=Counter)
     server_errors: list[str] = field(default_factory=list)
+    # A success where the case's expected answer is a refusal (goal: none).
+    wrong_successes: list[str] = field(default_factory=list)
+    # Any other answer than the case's expected status (cases only, not the fuzz).
+    unexpected: list[str] = field(default_factory=list)
 
     @property
     def tried(self) -> int:
         return sum(self.statuses.values())
 
-    def add(self, status: int, what: str) -> None:
+    def add(self, status: int, what: str, *, expected: int | None = None) -> None:
         self.statuses[status] += 1
-        if status >= 500:
+        if status >= 500 or status == 0:
             self.server_errors.append(f"{status} {what}")
+        if expected is not None and expected >= 400 and 200 <= status < 300:
+            self.wrong_successes.append(f"{status} {what}")
+        if expected is not None and status != expected:
+            self.unexpected.append(f"{status} (expected {expected}) {what}")
 
 
 def seed(client: HttpClient, auth: dict[str, str]) -> dict[str, int]:

@@ -66,3 +66,19 @@ def test_seeded_fuzz_of_every_route_gets_no_5xx(
     assert tally.server_errors == []
     # The fuzz reaches the handlers, not only the validators.
     assert tally.statuses[200] > 100 and tally.statuses[422] > 300
+
+
+def test_the_hardening_cases_get_their_refusals(
+    app_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """Issue #21's hostile inputs: engine arguments, unauthenticated malformed and
+    oversized bodies, and an agent token reused after its pool was deleted."""
+    from bench.hostile.control_run import Tally
+    from bench.hostile.harden_cases import harden_cases, run_cases, token_reuse_after_deletion
+
+    ids = seed(app_client, admin_headers)
+    tally = Tally()
+    run_cases(app_client, harden_cases(ids, INTERNAL_TOKEN), admin_headers, tally)
+    token_reuse_after_deletion(app_client, admin_headers, tally)
+    assert tally.tried == 55
+    assert (tally.server_errors, tally.wrong_successes, tally.unexpected) == ([], [], [])
