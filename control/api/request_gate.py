@@ -187,8 +187,11 @@ class RequestGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        settings: ControlSettings = scope["app"].state.settings
         realm = realm_of(scope["path"])
-        if realm is not None:
+        # NOTE: only the surfaces this process serves (SPECROUTE_API_SURFACES): the
+        # other's paths are not routes here, and answer 404 like any unknown path.
+        if realm is not None and realm in settings.api_surfaces:
             refusal = await _authenticate(scope, realm)
             if refusal is not None:
                 await refusal(scope, receive, send)
@@ -196,7 +199,6 @@ class RequestGate:
         if scope["method"] in BODYLESS_METHODS:
             await self.app(scope, receive, send)
             return
-        settings: ControlSettings = scope["app"].state.settings
         limit = body_limit(settings, scope["method"], scope["path"])
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
