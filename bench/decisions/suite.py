@@ -115,8 +115,14 @@ def run_many(
 
 def _imap(work: list[Job], jobs: int) -> Iterator[RunResult]:
     if jobs <= 1:
+        # NOTE: in this process: logging is quiet only while the runs last (a caller's
+        # logging, e.g. the test session's, must not stay disabled after).
+        before = logging.root.manager.disable
         _quiet()
-        yield from map(_worker_run, work)
+        try:
+            yield from map(_worker_run, work)
+        finally:
+            logging.disable(before)
         return
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     with context.Pool(jobs, initializer=_quiet) as pool:

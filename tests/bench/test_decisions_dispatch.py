@@ -218,3 +218,13 @@ def test_a_rollout_started_at_full_is_judged_by_the_monitors_after_full(
     assert [f.action for f in result.flips] == ["disable"]
     assert result.flips[0].kind.endswith("error_regression")
     assert result.right and result.delay is not None and 1 <= result.delay <= 3
+
+
+def test_an_in_process_suite_run_leaves_logging_as_it_found_it() -> None:
+    import logging
+
+    from bench.decisions.suite import _imap
+
+    logging.disable(logging.NOTSET)
+    assert list(_imap([], jobs=1)) == []
+    assert logging.root.manager.disable == logging.NOTSET
