@@ -293,7 +293,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
             None,
             "not_routed",
             None,
-            "error",
+            "client_error",  # refused for its own fault (4xx), never an arm's error
         )
     for request_id, (arm, reason) in expected.items():
         rec = by_id[request_id]
@@ -316,7 +316,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
     assert streamed["sampling"]["stop_count"] == 2
     assert by_id["privacy-incompatible"]["sampling"]["min_p"] == 0.1
     refused = by_id["privacy-engine-refusal"]
-    assert (refused["outcome"], refused["http_status"]) == ("error", 400)
+    assert (refused["outcome"], refused["http_status"]) == ("client_error", 400)
     assert refused["error_code"] == "upstream_rejected"
     assert cli.exit_code == 0, cli.output
     assert "privacy-chat-spec" in cli.output and "arm=spec reason=override_header" in cli.output
