@@ -138,7 +138,7 @@ def test_distilled_draft_is_registered_and_evaluated_in_vllm(
         ],
     )
     assert evaluated.exit_code == 0, evaluated.output
-    [posted] = api.get("/evaluations", params={"pair_version_id": version["id"]}).json()
+    [posted] = api.get("/evaluations", params={"pair_version_id": version["id"]}).json()["items"]
     assert posted["cases"] == 2 and posted["training_set"] == training_set
     assert len(posted["position_acceptance"]) == 2 and posted["drafts"] > 0
     assert 1.0 <= posted["mean_acceptance_length"] <= 3.0

@@ -138,7 +138,7 @@ def test_evaluate_posts_an_offline_evaluation_measured_by_the_engine(
     assert result.exit_code == 0, result.output
     assert "draft perplexity" in result.output and "1 stale cases flagged: chat-5" in result.output
 
-    [posted] = api.get("/evaluations", params={"pair_version_id": version["id"]}).json()
+    [posted] = api.get("/evaluations", params={"pair_version_id": version["id"]}).json()["items"]
     assert posted["eval_set_id"] == eval_set["id"] and posted["cases"] == 6
     assert posted["stale_case_keys"] == ["chat-5"]
     assert posted["training_set"] == "tiny-corpus"
