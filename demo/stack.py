@@ -347,8 +347,8 @@ class DemoStack:
             try:
                 pools = httpx.get(
                     f"{self.endpoints.control_url}/admin/v1/pools", headers=headers, timeout=5.0
-                ).json()
-            except (httpx.HTTPError, ValueError):
+                ).json()["items"]  # one page: the demo has two pools
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
                 pools = []
             ready = 0
             for pool in pools:
