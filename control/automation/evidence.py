@@ -712,8 +712,8 @@ class _Builder:
         lines = self.lines[E2E_PER_TOKEN]
         readable = None
         if lines is not None:
-            low = max(line.load_low - line.reach for line in lines[:2])
-            high = min(line.load_high + line.reach for line in lines[:2])
+            low = max(line.readable[0] for line in lines[:2])
+            high = min(line.readable[1] for line in lines[:2])
             readable = (max(low, 0.0), high)
         reachable = readable is not None and readable[0] <= load_next <= readable[1]
         speedup = self._stage(E2E_PER_TOKEN, load_next) if reachable else None

@@ -121,9 +121,14 @@ class LoadLine:
     def reach(self) -> float:
         return max(MIN_REACH, REACH_SPANS * (self.load_high - self.load_low))
 
+    @property
+    def readable(self) -> tuple[float, float]:
+        """The loads this line may be read at: its observed range widened by `reach`."""
+        return self.load_low - self.reach, self.load_high + self.reach
+
     def covers(self, load: float) -> bool:
-        """Whether `load` lies within the range this line may be read at."""
-        return self.load_low - self.reach <= load <= self.load_high + self.reach
+        low, high = self.readable
+        return low <= load <= high
 
 
 def fit_line(cells: ArmCells) -> LoadLine | None:
