@@ -175,7 +175,11 @@ def create_admin_token(
     "/admin-tokens/{token_id}/revoke",
     response_model=AdminToken,
     responses=error_responses(403, 404),
-    description="A caller can revoke only tokens whose scopes it holds.",
+    description=(
+        "A caller can revoke only tokens whose scopes it holds. A caller that does not "
+        "hold every scope gets the same 403 scope_escalation for a token it may not "
+        "revoke as for a missing id (404 only for a caller holding every scope)."
+    ),
 )
 def revoke_admin_token(token_id: IdPath, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
     token = service.revoke_admin_token(session, token_id, principal=idem.principal)

@@ -6,7 +6,14 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
-from control.credentials import ADMIN_SCOPES, Principal, Scope, hash_secret, new_secret
+from control.credentials import (
+    ADMIN_SCOPES,
+    ALL_SCOPES,
+    Principal,
+    Scope,
+    hash_secret,
+    new_secret,
+)
 from control.domain import Missing, NameTaken, found, record_change
 from control.errors import Forbidden, InvalidRequest, stale_version
 from control.models import AdminToken, ApiKey, Pool, Tenant, utcnow
@@ -183,7 +190,10 @@ def create_agent_token(
     session: Session, pool_id: int, body: AgentTokenCreate, *, principal: Principal
 ) -> tuple[AdminToken, str]:
     """Enrol an engine agent for one pool: its token may heartbeat only for that pool,
-    from the allowed origins, and read only that pool's spec."""
+    from the allowed origins, and read only that pool's spec. A caller without
+    `internal:agent` is refused before the pool is looked up, so the refusal is the
+    same whether the pool exists or not."""
+    _check_scopes_held(principal, {Scope.INTERNAL_AGENT.value}, "create")
     pool = get_row(session, Pool, pool_id)
     if pool is None:
         raise Missing("pool", f"pool {pool_id} does not exist")
@@ -236,11 +246,21 @@ def _mint(
 
 
 def revoke_admin_token(session: Session, token_id: int, *, principal: Principal) -> AdminToken:
+    """Revokes a token whose scopes `principal` holds. A caller that does not hold
+    every scope gets one 403 for a token it may not revoke and for a missing id alike
+    (naming only its own scopes), so the route tells it nothing it could not do."""
     actor = principal.actor
     token = get_row(session, AdminToken, token_id)
+    if not principal.scopes >= ALL_SCOPES and (
+        token is None or not set(token.scopes) <= principal.scopes
+    ):
+        raise ScopeEscalation(
+            f"{actor} cannot revoke admin token {token_id}: no token it may revoke "
+            "(one holding only scopes it holds) has this id",
+            details={"param": "scopes", "held_scopes": sorted(principal.scopes)},
+        )
     if token is None:
         raise Missing("admin_token", f"admin token {token_id} does not exist")
-    _check_scopes_held(principal, token.scopes, "revoke")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
         session.flush()
