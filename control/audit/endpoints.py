@@ -9,7 +9,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
-from control.api.pagination import Cursor, Limit, Page, cursor_id
+from control.api.pagination import Cursor, Limit, Page, cursor_id, page_of
 from control.audit.repository import AuditFilter, list_events
 
 router = APIRouter(prefix="/audit", tags=["audit"])
@@ -59,10 +59,7 @@ def list_audit_events(
         before_id=cursor_id(cursor),
         limit=limit,
     )
-    next_cursor = str(rows[-1].id) if len(rows) == limit else None
-    return Page[AuditEvent](
-        items=[AuditEvent.model_validate(r) for r in rows], next_cursor=next_cursor
-    )
+    return page_of(rows, limit, AuditEvent.model_validate)
 
 
 def _in_utc(moment: datetime) -> datetime:

@@ -24,7 +24,9 @@ def list_events(
     session: Session, where: AuditFilter, *, before_id: int | None, limit: int
 ) -> list[AuditEvent]:
     """Newest first; `since` inclusive, `until` exclusive."""
-    query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit)
+    # NOTE: limit + 1 rows: the extra one says whether a next page exists
+    # (control.api.pagination.page_of drops it).
+    query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit + 1)
     query = query.where(
         *equal_to(
             (AuditEvent.actor, where.actor),

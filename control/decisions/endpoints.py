@@ -7,7 +7,7 @@ from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.ids import MAX_ID, IdPath
-from control.api.pagination import Cursor, Limit, Page, cursor_id
+from control.api.pagination import Cursor, Limit, Page, cursor_id, page_of
 from control.decisions import repository as repo
 from control.decisions.schemas import Decision
 from control.domain import Missing, found
@@ -36,8 +36,7 @@ def list_decisions(
         before_id=cursor_id(cursor),
         limit=limit,
     )
-    next_cursor = str(rows[-1].id) if len(rows) == limit else None
-    return Page[Decision](items=[Decision.of(r) for r in rows], next_cursor=next_cursor)
+    return page_of(rows, limit, Decision.of)
 
 
 def _get(session: SessionDep, decision_id: int) -> DecisionRow:

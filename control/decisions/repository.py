@@ -17,7 +17,9 @@ def list_decisions(
     before_id: int | None,
     limit: int,
 ) -> list[Decision]:
-    query = select(Decision).order_by(Decision.id.desc()).limit(limit)
+    # NOTE: limit + 1 rows: the extra one says whether a next page exists
+    # (control.api.pagination.page_of drops it).
+    query = select(Decision).order_by(Decision.id.desc()).limit(limit + 1)
     query = query.where(
         *equal_to(
             (Decision.rollout_id, rollout_id),

@@ -12,7 +12,7 @@ from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.ids import MAX_ID
-from control.api.pagination import Cursor, Limit, Page, cursor_id
+from control.api.pagination import Cursor, Limit, Page, cursor_id, page_of
 from control.clock import now
 from control.contract import Arm
 from control.contract.requests import Outcome
@@ -68,10 +68,7 @@ def list_requests(
         before_id=cursor_id(cursor),
         limit=limit,
     )
-    next_cursor = str(rows[-1].id) if len(rows) == limit else None
-    return Page[RequestRecord](
-        items=[RequestRecord.model_validate(r) for r in rows], next_cursor=next_cursor
-    )
+    return page_of(rows, limit, RequestRecord.model_validate)
 
 
 @router.get(

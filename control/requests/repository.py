@@ -47,7 +47,9 @@ def list_records(
     before_id: int | None,
     limit: int,
 ) -> list[RequestRecordRow]:
-    query = select(RequestRecordRow).order_by(RequestRecordRow.id.desc()).limit(limit)
+    # NOTE: limit + 1 rows: the extra one says whether a next page exists
+    # (control.api.pagination.page_of drops it).
+    query = select(RequestRecordRow).order_by(RequestRecordRow.id.desc()).limit(limit + 1)
     filters: list[Any] = equal_to(
         (RequestRecordRow.request_id, request_id),
         (RequestRecordRow.tenant_id, tenant_id),

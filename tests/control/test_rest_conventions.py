@@ -7,6 +7,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.control.conftest import WAIVE_ALL
+from tests.control.test_request_records_api import batch, post, record
+
 
 def _pool(client: TestClient, headers: dict[str, str], name: str) -> dict[str, Any]:
     response = client.post(
@@ -160,3 +163,44 @@ def test_a_pools_etag_changes_when_its_workers_do_but_if_match_still_holds(
         url, json={"desired_workers": 2}, headers={**admin_headers, "If-Match": before}
     )
     assert patched.status_code == 200, patched.text
+
+
+def test_a_list_of_exactly_limit_items_ends_on_that_page(
+    app_client: TestClient,
+    admin_headers: dict[str, str],
+    internal_headers: dict[str, str],
+    seeded: dict[str, Any],
+) -> None:
+    """`next_cursor` is null on the last page even when it is full: no client is sent
+    on to an empty page (decisions, audit and requests once counted only `limit`)."""
+    rid = seeded["rollout"]["id"]
+    for action in ("start", "pause", "resume"):
+        body = WAIVE_ALL if action == "start" else None
+        acted = app_client.post(
+            f"/admin/v1/rollouts/{rid}/{action}", headers=admin_headers, json=body
+        )
+        assert acted.is_success, acted.text
+    stored = post(app_client, internal_headers, batch([record(f"r{i}") for i in range(3)]))
+    assert stored.json()["requests_stored"] == 3
+
+    for path in (
+        "/admin/v1/decisions",
+        "/admin/v1/audit",
+        "/admin/v1/requests",
+        "/admin/v1/pools",
+        "/admin/v1/eval-sets",
+    ):
+        every = app_client.get(path, params={"limit": 500}, headers=admin_headers).json()["items"]
+        n = len(every)
+        assert n >= 2 or path == "/admin/v1/eval-sets", (path, n)
+        full = app_client.get(path, params={"limit": max(n, 1)}, headers=admin_headers).json()
+        assert (len(full["items"]), full["next_cursor"]) == (n, None), path
+        if n < 2:
+            continue
+        first = app_client.get(path, params={"limit": n - 1}, headers=admin_headers).json()
+        assert first["next_cursor"] == str(every[n - 2]["id"]), path
+        rest = app_client.get(
+            path, params={"limit": n - 1, "cursor": first["next_cursor"]}, headers=admin_headers
+        ).json()
+        assert [row["id"] for row in rest["items"]] == [every[-1]["id"]], path
+        assert rest["next_cursor"] is None, path
