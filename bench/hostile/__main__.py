@@ -20,6 +20,7 @@ from bench.hostile.control_cases import control_cases
 from bench.hostile.control_run import Tally, fuzz, seed, send_case
 from bench.hostile.harden_cases import (
     harden_cases,
+    id_oracle_cases,
     raw_body_cases,
     run_cases,
     token_reuse_after_deletion,
@@ -64,6 +65,7 @@ def control_tally(database_url: str | None, per_operation: int, work: Path) -> T
             tally.add(response.status_code, case.name, expected=case.status)
         run_cases(client, harden_cases(ids, "hostile-internal"), auth, tally)
         token_reuse_after_deletion(client, auth, tally)
+        id_oracle_cases(client, auth, ids, tally)
         tally_fuzz = fuzz(
             client,
             app.openapi(),

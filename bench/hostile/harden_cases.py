@@ -175,3 +175,102 @@ def raw_body_cases(port: int, admin: str, tally: Tally) -> None:
     ):
         for _ in range(10):
             tally.add(_exchange(port, request, body), f"raw: {what}", expected=expected)
+
+
+def id_oracle_cases(
+    client: HttpClient, auth: dict[str, str], ids: dict[str, int], tally: Tally
+) -> None:
+    """Tokens that may not use a route, on an existing and on a missing id: each pair
+    must get 403 with the same body (no existence oracle). The routes' scope, and the
+    two checks that depend on more than it (an agent token needs `internal:agent`;
+    revoking a token needs its scopes)."""
+
+    def mint(name: str, scopes: list[str]) -> dict[str, Any]:
+        created = client.post(
+            "/admin/v1/admin-tokens", json={"name": name, "scopes": scopes}, headers=auth
+        )
+        assert created.status_code == 201, created.text
+        body: dict[str, Any] = created.json()
+        return body
+
+    reader = {"Authorization": f"Bearer {mint('oracle-reader', ['admin:read'])['token']}"}
+    writer = {"Authorization": f"Bearer {mint('oracle-writer', ['admin:write'])['token']}"}
+    gateway = {"Authorization": f"Bearer {mint('oracle-gw', ['internal:gateway'])['token']}"}
+    stronger = mint("oracle-rw", ["admin:read", "admin:write"])["id"]
+    missing = 999_999
+    enrol = {"name": "oracle-agent", "allowed_endpoints": ["http://127.0.0.1"]}
+    pairs: list[tuple[str, str, str, str, dict[str, str], Any]] = [
+        (
+            "GET pool as admin:write",
+            "GET",
+            f"/pools/{ids['pool']}",
+            f"/pools/{missing}",
+            writer,
+            None,
+        ),
+        (
+            "PATCH pool as admin:read",
+            "PATCH",
+            f"/pools/{ids['pool']}",
+            f"/pools/{missing}",
+            reader,
+            {},
+        ),
+        (
+            "GET rollout as gateway",
+            "GET",
+            f"/rollouts/{ids['rollout']}",
+            f"/rollouts/{missing}",
+            gateway,
+            None,
+        ),
+        (
+            "DELETE tenant as admin:read",
+            "DELETE",
+            f"/tenants/{ids['tenant']}",
+            f"/tenants/{missing}",
+            reader,
+            None,
+        ),
+        (
+            "agent token without internal:agent",
+            "POST",
+            f"/pools/{ids['pool']}/agent-tokens",
+            f"/pools/{missing}/agent-tokens",
+            writer,
+            enrol,
+        ),
+        (
+            "revoke a stronger token",
+            "POST",
+            f"/admin-tokens/{stronger}/revoke",
+            f"/admin-tokens/{missing}/revoke",
+            writer,
+            None,
+        ),
+    ]
+    for what, method, existing, absent, headers, body in pairs:
+        answers = [
+            client.request(
+                method,
+                f"/admin/v1{path}",
+                json=body,
+                headers=headers | {"If-Match": "*"},
+            )
+            for path in (existing, absent)
+        ]
+        for label, answer in zip(("existing", "missing"), answers, strict=True):
+            tally.add(answer.status_code, f"oracle: {what} ({label} id)", expected=403)
+        # The message may name the id asked for; everything else must be equal.
+        shapes = [
+            _shape(a.json()["error"], path)
+            for a, path in zip(answers, (existing, absent), strict=True)
+        ]
+        if shapes[0] != shapes[1]:
+            tally.unexpected.append(f"oracle: {what}: bodies differ: {shapes}")
+
+
+def _shape(error: dict[str, Any], path: str) -> dict[str, Any]:
+    """An error body with the path's id in its message replaced by N."""
+    ident = path.split("/")[2]
+    return error | {"message": str(error.get("message", "")).replace(ident, "N")}

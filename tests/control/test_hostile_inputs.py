@@ -72,13 +72,21 @@ def test_the_hardening_cases_get_their_refusals(
     app_client: TestClient, admin_headers: dict[str, str]
 ) -> None:
     """Issue #21's hostile inputs: engine arguments, unauthenticated malformed and
-    oversized bodies, and an agent token reused after its pool was deleted."""
+    oversized bodies, an agent token reused after its pool was deleted, and admin ids
+    asked by tokens that may not use the route (existing and missing: one 403)."""
     from bench.hostile.control_run import Tally
-    from bench.hostile.harden_cases import harden_cases, run_cases, token_reuse_after_deletion
+    from bench.hostile.harden_cases import (
+        harden_cases,
+        id_oracle_cases,
+        run_cases,
+        token_reuse_after_deletion,
+    )
 
     ids = seed(app_client, admin_headers)
     tally = Tally()
     run_cases(app_client, harden_cases(ids, INTERNAL_TOKEN), admin_headers, tally)
     token_reuse_after_deletion(app_client, admin_headers, tally)
-    assert tally.tried == 55
+    id_oracle_cases(app_client, admin_headers, ids, tally)
+    assert tally.tried == 55 + 12
+    assert tally.statuses[403] >= 12
     assert (tally.server_errors, tally.wrong_successes, tally.unexpected) == ([], [], [])
