@@ -1,4 +1,5 @@
-"""The Python SDK for the admin API (`/admin/v1`): one sync client over httpx.
+"""The Python SDK for the admin API (`/admin/v1`): `AdminClient` over httpx, and its
+async twin `AsyncAdminClient` with the same resources and methods, awaited.
 
     from control.contract.admin_client import AdminClient, NotFound
 
@@ -9,6 +10,11 @@
             print(rollout["name"], rollout["percentage"])
         admin.rollouts.act("code-tiny", "promote", reason="SLOs held")
 
+    async with AsyncAdminClient("http://127.0.0.1:8000", token) as admin:
+        pool = await admin.pools.find("tiny-spec")
+        async for rollout in admin.rollouts.list(state="canary"):
+            ...
+
 Every method maps to one operation of control's OpenAPI document (a test checks
 the operationIds); documents are the API's JSON as dicts. An error answer raises
 `ApiError` (or its subclass for the status) carrying the API's `code`; an
@@ -16,108 +22,69 @@ unreachable control plane raises `Unreachable`. `update` and `delete` send
 If-Match: the ETag passed, or else the one a GET just returned (so a concurrent
 change between that GET and the write is still a 412, never a lost update).
 
+What each operation sends and how it reads the answers is written once, without
+I/O, in control.contract.admin_operations; the two clients only carry the calls.
 It lives in `control.contract` because the engine tools (`engine evaluate`) may
 import only the contract of control; it imports httpx and nothing of the project.
 """
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 import httpx
 
-DEV_ADMIN_TOKEN = "specroute-admin-dev"
-"""The well-known admin token of a control plane started with --dev (never in production)."""
+from control.contract import admin_operations as ops
+from control.contract.admin_operations import (
+    ADMIN_PREFIX,
+    DEFAULT_URL,
+    DEV_ADMIN_TOKEN,
+    PAGE_SIZE,
+    AdminError,
+    ApiError,
+    Call,
+    Conflict,
+    Document,
+    Forbidden,
+    InvalidRequest,
+    Listing,
+    NotFound,
+    PreconditionFailed,
+    PreconditionRequired,
+    ServiceUnavailable,
+    Step,
+    Steps,
+    Unauthorized,
+    Unreachable,
+    error_of,
+)
 
-DEFAULT_URL = "http://127.0.0.1:8000"
-ADMIN_PREFIX = "/admin/v1"
-PAGE_SIZE = 500
+__all__ = [
+    "ADMIN_PREFIX",
+    "DEFAULT_URL",
+    "DEV_ADMIN_TOKEN",
+    "PAGE_SIZE",
+    "AdminClient",
+    "AdminError",
+    "ApiError",
+    "AsyncAdminClient",
+    "AsyncResource",
+    "Conflict",
+    "Document",
+    "Forbidden",
+    "InvalidRequest",
+    "NotFound",
+    "PreconditionFailed",
+    "PreconditionRequired",
+    "Resource",
+    "ServiceUnavailable",
+    "Unauthorized",
+    "Unreachable",
+    "error_of",
+]
 
-Document = dict[str, Any]
-
-
-class AdminError(Exception):
-    """Anything the SDK raises."""
-
-
-class Unreachable(AdminError):
-    """The control plane did not answer (connection refused, timeout)."""
-
-
-class ApiError(AdminError):
-    """An error answer of the API: its status, typed `code` and message."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        type_: str = "",
-        details: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(f"{message} ({code})")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.type = type_
-        self.details = details or {}
-
-
-class Unauthorized(ApiError):
-    pass
-
-
-class Forbidden(ApiError):
-    pass
-
-
-class NotFound(ApiError):
-    pass
-
-
-class Conflict(ApiError):
-    pass
-
-
-class PreconditionFailed(ApiError):
-    pass
-
-
-class PreconditionRequired(ApiError):
-    pass
-
-
-class InvalidRequest(ApiError):
-    pass
-
-
-class ServiceUnavailable(ApiError):
-    pass
-
-
-_BY_STATUS: dict[int, type[ApiError]] = {
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    412: PreconditionFailed,
-    422: InvalidRequest,
-    428: PreconditionRequired,
-    503: ServiceUnavailable,
-}
-
-
-def error_of(response: httpx.Response) -> ApiError:
-    """The typed error for an error response (the API's `{"error": {...}}` body)."""
-    try:
-        error = response.json()["error"]
-        code, message = str(error["code"]), str(error["message"])
-        type_, details = str(error.get("type", "")), dict(error.get("details") or {})
-    except (ValueError, KeyError, TypeError):
-        code, message, type_, details = "http_error", response.text[:500], "", {}
-    kind = _BY_STATUS.get(response.status_code, ApiError)
-    return kind(response.status_code, code, message, type_=type_, details=details)
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class AdminClient:
@@ -134,28 +101,50 @@ class AdminClient:
         http: httpx.Client | None = None,
     ) -> None:
         self.base_url = url.rstrip("/") + ADMIN_PREFIX
-        self.http = http or httpx.Client(
-            base_url=self.base_url,
-            headers={"Authorization": f"Bearer {token}"} if token else {},
-            timeout=timeout_s,
-            # A plain-http base URL never negotiates TLS (every call goes to it, and
-            # redirects are not followed): skip loading the CA bundle (~25 ms a start).
-            verify=not self.base_url.startswith("http://"),
-        )
-        self.pairs = Pairs(self, "/pairs", "pair")
-        self.pools = Pools(self, "/pools", "pool")
-        self.segments = Resource(self, "/segments", "segment")
-        self.tenants = Tenants(self, "/tenants", "tenant")
-        self.threshold_sets = ThresholdSets(self, "/threshold-sets", "threshold set")
-        self.rollouts = Rollouts(self, "/rollouts", "rollout")
-        self.admin_tokens = AdminTokens(self, "/admin-tokens", "admin token")
-        self.eval_sets = Resource(self, "/eval-sets", "eval set")
-        self.evaluations = Resource(self, "/evaluations", "evaluation")
-        self.decisions = Decisions(self, "/decisions", "decision")
-        self.requests = Resource(self, "/requests", "request record")
-        self.audit = Resource(self, "/audit", "audit event")
+        self.http = http or httpx.Client(**ops.client_options(self.base_url, token, timeout_s))
+        self.pairs = Pairs(self, Steps.pairs)
+        self.pools = Pools(self, Steps.pools)
+        self.segments = Resource(self, Steps.segments)
+        self.tenants = Tenants(self, Steps.tenants)
+        self.threshold_sets = ThresholdSets(self, Steps.threshold_sets)
+        self.rollouts = Rollouts(self, Steps.rollouts)
+        self.admin_tokens = AdminTokens(self, Steps.admin_tokens)
+        self.eval_sets = Resource(self, Steps.eval_sets)
+        self.evaluations = Resource(self, Steps.evaluations)
+        self.decisions = Decisions(self, Steps.decisions)
+        self.requests = Resource(self, Steps.requests)
+        self.audit = Resource(self, Steps.audit)
 
-    # -- plumbing -----------------------------------------------------------------
+    # -- carrying calls -------------------------------------------------------------
+
+    def send(self, call: Call) -> httpx.Response:
+        """One call's successful response (ApiError / Unreachable otherwise)."""
+        try:
+            response = self.http.request(
+                call.method, call.path, json=call.json, params=call.query(), headers=call.headers
+            )
+        except httpx.TransportError as exc:
+            raise ops.unreachable(self.base_url, exc) from exc
+        return ops.checked(response)
+
+    def run(self, step: Step[T]) -> T:
+        """An operation's value: each call it yields sent, its response sent back."""
+        try:
+            call = next(step)
+            while True:
+                call = step.send(self.send(call))
+        except StopIteration as stop:
+            return cast(T, stop.value)
+
+    def iterate(self, step: Step[Listing]) -> Iterator[Document]:
+        """A listing's items, one page fetched at a time."""
+        call: Call | None = self.run(step).first
+        while call is not None:
+            response = self.send(call)
+            yield from ops.items_of(response)
+            call = ops.next_page(call, response.json())
+
+    # -- the raw API, for calls no resource method covers -----------------------------
 
     def response(
         self,
@@ -167,14 +156,7 @@ class AdminClient:
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         """The raw response of a successful call (ApiError / Unreachable otherwise)."""
-        query = {k: v for k, v in (params or {}).items() if v is not None}
-        try:
-            response = self.http.request(method, path, json=json, params=query, headers=headers)
-        except httpx.TransportError as exc:
-            raise Unreachable(f"control plane unreachable at {self.base_url}: {exc}") from exc
-        if response.is_error:
-            raise error_of(response)
-        return response
+        return self.send(Call(method, path, json=json, params=params or {}, headers=headers))
 
     def call(
         self,
@@ -186,30 +168,19 @@ class AdminClient:
         headers: dict[str, str] | None = None,
     ) -> Any:
         """One call; the decoded JSON body (None for an empty one)."""
-        response = self.response(method, path, json=json, params=params, headers=headers)
-        return response.json() if response.content else None
+        return ops.body_of(self.response(method, path, json=json, params=params, headers=headers))
 
     def pages(self, path: str, **params: Any) -> Iterator[Document]:
         """Every item of a paginated listing, following `next_cursor`."""
-        query = {"limit": PAGE_SIZE, **params}
-        while True:
-            page = self.call("GET", path, params=query)
-            yield from page["items"]
-            if page.get("next_cursor") is None:
-                return
-            query["cursor"] = page["next_cursor"]
+        return self.iterate(ops.done(Listing.of(path, params)))
 
-    def status(self) -> Any:
+    def status(self) -> Document:
         """Rollouts, pools and segments in one read (three listings)."""
-        return {
-            "rollouts": list(self.rollouts.list()),
-            "pools": list(self.pools.list()),
-            "segments": list(self.segments.list()),
-        }
+        return self.run(ops.status())
 
-    def adapter_acceptance(self, **filters: Any) -> Any:
+    def adapter_acceptance(self, **filters: Any) -> Document:
         """Measured acceptance per LoRA adapter and pair version (getAdapterAcceptance)."""
-        return self.call("GET", "/adapters/acceptance", params=filters)
+        return self.run(ops.adapter_acceptance(**filters))
 
     def close(self) -> None:
         self.http.close()
@@ -226,186 +197,299 @@ class AdminClient:
         self.close()
 
 
-def _if_match(etag: str | int) -> dict[str, str]:
-    text = str(etag)
-    return {"If-Match": text if text.startswith('"') else f'"{text}"'}
+class AsyncAdminClient:
+    """`AdminClient`'s twin over httpx.AsyncClient: the same resources and methods,
+    awaited (`list` and the other listings are async iterators). `http`, an
+    httpx.AsyncClient based at /admin/v1 with its auth, replaces the one built."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = url.rstrip("/") + ADMIN_PREFIX
+        self.http = http or httpx.AsyncClient(**ops.client_options(self.base_url, token, timeout_s))
+        self.pairs = AsyncPairs(self, Steps.pairs)
+        self.pools = AsyncPools(self, Steps.pools)
+        self.segments = AsyncResource(self, Steps.segments)
+        self.tenants = AsyncTenants(self, Steps.tenants)
+        self.threshold_sets = AsyncThresholdSets(self, Steps.threshold_sets)
+        self.rollouts = AsyncRollouts(self, Steps.rollouts)
+        self.admin_tokens = AsyncAdminTokens(self, Steps.admin_tokens)
+        self.eval_sets = AsyncResource(self, Steps.eval_sets)
+        self.evaluations = AsyncResource(self, Steps.evaluations)
+        self.decisions = AsyncDecisions(self, Steps.decisions)
+        self.requests = AsyncResource(self, Steps.requests)
+        self.audit = AsyncResource(self, Steps.audit)
+
+    async def send(self, call: Call) -> httpx.Response:
+        """One call's successful response (ApiError / Unreachable otherwise)."""
+        try:
+            response = await self.http.request(
+                call.method, call.path, json=call.json, params=call.query(), headers=call.headers
+            )
+        except httpx.TransportError as exc:
+            raise ops.unreachable(self.base_url, exc) from exc
+        return ops.checked(response)
+
+    async def run(self, step: Step[T]) -> T:
+        """An operation's value: each call it yields sent, its response sent back."""
+        try:
+            call = next(step)
+            while True:
+                call = step.send(await self.send(call))
+        except StopIteration as stop:
+            return cast(T, stop.value)
+
+    async def iterate(self, step: Step[Listing]) -> AsyncIterator[Document]:
+        """A listing's items, one page fetched at a time."""
+        call: Call | None = (await self.run(step)).first
+        while call is not None:
+            response = await self.send(call)
+            for item in ops.items_of(response):
+                yield item
+            call = ops.next_page(call, response.json())
+
+    async def response(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """The raw response of a successful call (ApiError / Unreachable otherwise)."""
+        return await self.send(Call(method, path, json=json, params=params or {}, headers=headers))
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """One call; the decoded JSON body (None for an empty one)."""
+        response = await self.response(method, path, json=json, params=params, headers=headers)
+        return ops.body_of(response)
+
+    def pages(self, path: str, **params: Any) -> AsyncIterator[Document]:
+        """Every item of a paginated listing, following `next_cursor`."""
+        return self.iterate(ops.done(Listing.of(path, params)))
+
+    async def status(self) -> Document:
+        """Rollouts, pools and segments in one read (three listings)."""
+        return await self.run(ops.status())
+
+    async def adapter_acceptance(self, **filters: Any) -> Document:
+        """Measured acceptance per LoRA adapter and pair version (getAdapterAcceptance)."""
+        return await self.run(ops.adapter_acceptance(**filters))
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> "AsyncAdminClient":
+        return self
+
+    async def __aexit__(
+        self,
+        _type: type[BaseException] | None,
+        _value: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
-class Resource:
-    """The list / get / find / create / update / delete a collection offers (each
-    only where the API has it: creating a decision is a 405 from the server)."""
+# -- the resources: each method runs one operation of admin_operations --------------------
 
-    def __init__(self, client: AdminClient, path: str, noun: str) -> None:
+
+class _Front:
+    def __init__(self, client: Any, steps: ops.ResourceSteps) -> None:
         self.client = client
-        self.path = path
-        self.noun = noun
+        self.steps = steps
+        self.path = steps.path
+        self.noun = steps.noun
 
-    def list(self, **filters: Any) -> Iterator[Document]:
-        """Every item matching the filters (the listing's query parameters)."""
-        return self.client.pages(self.path, **filters)
 
-    def get(self, ident: int | str) -> Document:
-        body: Document = self.client.call("GET", f"{self.path}/{ident}")
-        return body
+class _Blocking(Generic[P, T]):
+    """A sync resource's method: the operation run to its value."""
 
-    def get_with_etag(self, ident: int | str) -> tuple[Document, str]:
-        response = self.client.response("GET", f"{self.path}/{ident}")
-        return response.json(), response.headers.get("ETag", "")
+    def __init__(self, operation: Callable[Concatenate[Any, P], Step[T]]) -> None:
+        self.operation = operation
+        self.__doc__ = operation.__doc__
 
-    def find(self, name_or_id: str | int) -> Document:
-        """By id (all digits) or by name; NotFound naming the value otherwise."""
-        text = str(name_or_id)
-        if text.isdigit():
-            return self.get(int(text))
-        for row in self.list(name=text):
-            return row
-        raise NotFound(404, "not_found", f"no {self.noun} named {text!r}")
+    def __get__(self, front: _Front, owner: type | None = None) -> Callable[P, T]:
+        operation, client = self.operation, front.client
 
-    def id_of(self, name_or_id: str | int) -> int:
-        text = str(name_or_id)
-        return int(text) if text.isdigit() else int(self.find(text)["id"])
+        def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            result: T = client.run(operation(front.steps, *args, **kwargs))
+            return result
 
-    def create(self, body: Document, *, idempotency_key: str | None = None) -> Document:
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        created: Document = self.client.call("POST", self.path, json=body, headers=headers)
-        return created
+        run.__doc__ = operation.__doc__
+        return run
 
-    def update(
-        self, name_or_id: str | int, changes: Document, *, if_match: str | int | None = None
-    ) -> Document:
-        ident = self.id_of(name_or_id)
-        tag = if_match if if_match is not None else self.get_with_etag(ident)[1]
-        updated: Document = self.client.call(
-            "PATCH", f"{self.path}/{ident}", json=changes, headers=_if_match(tag)
-        )
-        return updated
 
-    def delete(self, name_or_id: str | int, *, if_match: str | int | None = None) -> None:
-        ident = self.id_of(name_or_id)
-        tag = if_match if if_match is not None else self.get_with_etag(ident)[1]
-        self.client.call("DELETE", f"{self.path}/{ident}", headers=_if_match(tag))
+class _Awaiting(Generic[P, T]):
+    """An async resource's method: a coroutine of the operation's value."""
+
+    def __init__(self, operation: Callable[Concatenate[Any, P], Step[T]]) -> None:
+        self.operation = operation
+        self.__doc__ = operation.__doc__
+
+    def __get__(
+        self, front: _Front, owner: type | None = None
+    ) -> Callable[P, Coroutine[Any, Any, T]]:
+        operation, client = self.operation, front.client
+
+        async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+            result: T = await client.run(operation(front.steps, *args, **kwargs))
+            return result
+
+        run.__doc__ = operation.__doc__
+        return run
+
+
+class _Paged(Generic[P]):
+    """A sync resource's listing: an iterator over every page's items."""
+
+    def __init__(self, operation: Callable[Concatenate[Any, P], Step[Listing]]) -> None:
+        self.operation = operation
+        self.__doc__ = operation.__doc__
+
+    def __get__(self, front: _Front, owner: type | None = None) -> Callable[P, Iterator[Document]]:
+        operation, client = self.operation, front.client
+
+        def iterate(*args: P.args, **kwargs: P.kwargs) -> Iterator[Document]:
+            items: Iterator[Document] = client.iterate(operation(front.steps, *args, **kwargs))
+            return items
+
+        iterate.__doc__ = operation.__doc__
+        return iterate
+
+
+class _AsyncPaged(Generic[P]):
+    """An async resource's listing: an async iterator over every page's items."""
+
+    def __init__(self, operation: Callable[Concatenate[Any, P], Step[Listing]]) -> None:
+        self.operation = operation
+        self.__doc__ = operation.__doc__
+
+    def __get__(
+        self, front: _Front, owner: type | None = None
+    ) -> Callable[P, AsyncIterator[Document]]:
+        operation, client = self.operation, front.client
+
+        def iterate(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[Document]:
+            items: AsyncIterator[Document] = client.iterate(operation(front.steps, *args, **kwargs))
+            return items
+
+        iterate.__doc__ = operation.__doc__
+        return iterate
+
+
+R = ops.ResourceSteps
+
+
+class Resource(_Front):
+    """A collection of the admin API (AdminClient's)."""
+
+    list = _Paged(R.list)
+    get = _Blocking(R.get)
+    get_with_etag = _Blocking(R.get_with_etag)
+    find = _Blocking(R.find)
+    id_of = _Blocking(R.id_of)
+    create = _Blocking(R.create)
+    update = _Blocking(R.update)
+    delete = _Blocking(R.delete)
+
+
+class AsyncResource(_Front):
+    """A collection of the admin API (AsyncAdminClient's)."""
+
+    list = _AsyncPaged(R.list)
+    get = _Awaiting(R.get)
+    get_with_etag = _Awaiting(R.get_with_etag)
+    find = _Awaiting(R.find)
+    id_of = _Awaiting(R.id_of)
+    create = _Awaiting(R.create)
+    update = _Awaiting(R.update)
+    delete = _Awaiting(R.delete)
 
 
 class Tenants(Resource):
-    def keys(self, tenant: str | int) -> Iterator[Document]:
-        return self.client.pages(f"{self.path}/{self.id_of(tenant)}/keys")
+    keys = _Paged(ops.TenantSteps.keys)
+    key = _Blocking(ops.TenantSteps.key)
+    create_key = _Blocking(ops.TenantSteps.create_key)
+    revoke_key = _Blocking(ops.TenantSteps.revoke_key)
 
-    def create_key(self, tenant: str | int, name: str = "") -> Document:
-        """The new key; its secret (`key`) is in this answer only."""
-        created: Document = self.client.call(
-            "POST", f"{self.path}/{self.id_of(tenant)}/keys", json={"name": name}
-        )
-        return created
 
-    def revoke_key(self, tenant: str | int, key_id: int) -> Document:
-        revoked: Document = self.client.call(
-            "POST", f"{self.path}/{self.id_of(tenant)}/keys/{key_id}/revoke"
-        )
-        return revoked
+class AsyncTenants(AsyncResource):
+    keys = _AsyncPaged(ops.TenantSteps.keys)
+    key = _Awaiting(ops.TenantSteps.key)
+    create_key = _Awaiting(ops.TenantSteps.create_key)
+    revoke_key = _Awaiting(ops.TenantSteps.revoke_key)
 
 
 class ThresholdSets(Resource):
-    def change(self, name_or_id: str | int, changes: Document) -> Document:
-        """A change is the next version of the same name (sets are never edited)."""
-        created: Document = self.client.call(
-            "POST", f"{self.path}/{self.id_of(name_or_id)}/versions", json=changes
-        )
-        return created
+    change = _Blocking(ops.ThresholdSetSteps.change)
+    latest = _Blocking(ops.ThresholdSetSteps.latest)
 
-    def latest(self, name: str) -> Document:
-        versions = list(self.list(name=name))
-        if not versions:
-            raise NotFound(404, "not_found", f"no threshold set named {name!r}")
-        return max(versions, key=lambda s: int(s["version"]))
+
+class AsyncThresholdSets(AsyncResource):
+    change = _Awaiting(ops.ThresholdSetSteps.change)
+    latest = _Awaiting(ops.ThresholdSetSteps.latest)
 
 
 class Rollouts(Resource):
-    def act(
-        self,
-        name_or_id: str | int,
-        action: str,
-        *,
-        reason: str | None = None,
-        waive: list[str] | None = None,
-        if_match: str | int | None = None,
-        idempotency_key: str | None = None,
-    ) -> Document:
-        """evaluate, start, promote, pause, resume, rollback, disable or enable."""
-        headers = _if_match(if_match) if if_match is not None else {}
-        if idempotency_key:
-            headers["Idempotency-Key"] = idempotency_key
-        body: Document = {}
-        if reason is not None:
-            body["reason"] = reason
-        if waive:
-            body["waive"] = waive
-        acted: Document = self.client.call(
-            "POST",
-            f"{self.path}/{self.id_of(name_or_id)}/{action}",
-            json=body or None,
-            headers=headers or None,
-        )
-        return acted
+    act = _Blocking(ops.RolloutSteps.act)
+    evidence = _Blocking(ops.RolloutSteps.evidence)
 
-    def evidence(self, name_or_id: str | int, *, advice: int | None = None) -> Document:
-        readout: Document = self.client.call(
-            "GET", f"{self.path}/{self.id_of(name_or_id)}/evidence", params={"advice": advice}
-        )
-        return readout
+
+class AsyncRollouts(AsyncResource):
+    act = _Awaiting(ops.RolloutSteps.act)
+    evidence = _Awaiting(ops.RolloutSteps.evidence)
 
 
 class AdminTokens(Resource):
-    def revoke(self, token_id: int) -> Document:
-        revoked: Document = self.client.call("POST", f"{self.path}/{token_id}/revoke")
-        return revoked
+    revoke = _Blocking(ops.AdminTokenSteps.revoke)
+
+
+class AsyncAdminTokens(AsyncResource):
+    revoke = _Awaiting(ops.AdminTokenSteps.revoke)
 
 
 class Decisions(Resource):
-    def record(self, decision_id: int) -> str:
-        """The decision record (markdown)."""
-        return self.client.response("GET", f"{self.path}/{decision_id}/record").text
+    record = _Blocking(ops.DecisionSteps.record)
+
+
+class AsyncDecisions(AsyncResource):
+    record = _Awaiting(ops.DecisionSteps.record)
 
 
 class Pairs(Resource):
-    def versions(self, pair: str | int, **filters: Any) -> Iterator[Document]:
-        return self.client.pages(f"{self.path}/{self.id_of(pair)}/versions", **filters)
+    versions = _Paged(ops.PairSteps.versions)
+    version = _Blocking(ops.PairSteps.version)
+    register = _Blocking(ops.PairSteps.register)
+    retire = _Blocking(ops.PairSteps.retire)
+    suggest_depth = _Blocking(ops.PairSteps.suggest_depth)
 
-    def version(self, pair: str | int, version_id: int) -> Document:
-        body: Document = self.client.call(
-            "GET", f"{self.path}/{self.id_of(pair)}/versions/{version_id}"
-        )
-        return body
 
-    def register(self, pair: str | int, body: Document) -> Document:
-        """A new immutable version (the artifacts are validated by control)."""
-        created: Document = self.client.call(
-            "POST", f"{self.path}/{self.id_of(pair)}/versions", json=body
-        )
-        return created
-
-    def retire(self, pair: str | int, version_id: int, reason: str | None = None) -> Document:
-        retired: Document = self.client.call(
-            "POST",
-            f"{self.path}/{self.id_of(pair)}/versions/{version_id}/retire",
-            json={"reason": reason} if reason else None,
-        )
-        return retired
-
-    def suggest_depth(
-        self, pair: str | int, version_id: int, body: Document | None = None
-    ) -> Document:
-        advice: Document = self.client.call(
-            "POST",
-            f"{self.path}/{self.id_of(pair)}/versions/{version_id}/suggest-depth",
-            json=body,
-        )
-        return advice
+class AsyncPairs(AsyncResource):
+    versions = _AsyncPaged(ops.PairSteps.versions)
+    version = _Awaiting(ops.PairSteps.version)
+    register = _Awaiting(ops.PairSteps.register)
+    retire = _Awaiting(ops.PairSteps.retire)
+    suggest_depth = _Awaiting(ops.PairSteps.suggest_depth)
 
 
 class Pools(Resource):
-    def enrol(self, pool: str | int, body: Document) -> Document:
-        """An engine agent's token for this pool (its secret in this answer only)."""
-        created: Document = self.client.call(
-            "POST", f"{self.path}/{self.id_of(pool)}/agent-tokens", json=body
-        )
-        return created
+    enrol = _Blocking(ops.PoolSteps.enrol)
+
+
+class AsyncPools(AsyncResource):
+    enrol = _Awaiting(ops.PoolSteps.enrol)

@@ -106,12 +106,21 @@ def list_api_keys(
     tenant_id: IdPath,
     session: SessionDep,
     _: Reader,
+    name: str | None = Query(default=None, max_length=100),
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[ApiKey]:
     tenant = service.get_tenant(session, tenant_id)
-    rows = repo.page_keys(session, tenant.id, cursor=cursor, limit=limit)
+    rows = repo.page_keys(session, tenant.id, name=name, cursor=cursor, limit=limit)
     return page_of(rows, limit, ApiKey.model_validate)
+
+
+@router.get(
+    "/tenants/{tenant_id}/keys/{key_id}", response_model=ApiKey, responses=error_responses(404)
+)
+def get_api_key(tenant_id: IdPath, key_id: IdPath, session: SessionDep, _: Reader) -> ApiKey:
+    """One key (its prefix, never the secret)."""
+    return ApiKey.model_validate(service.get_key(session, tenant_id, key_id))
 
 
 @router.post(
@@ -151,6 +160,12 @@ def list_admin_tokens(
 ) -> Page[AdminToken]:
     rows = repo.page_admin_tokens(session, name=name, cursor=cursor, limit=limit)
     return page_of(rows, limit, AdminToken.model_validate)
+
+
+@router.get("/admin-tokens/{token_id}", response_model=AdminToken, responses=error_responses(404))
+def get_admin_token(token_id: IdPath, session: SessionDep, _: Reader) -> AdminToken:
+    """One token (its prefix and scopes, never the secret)."""
+    return AdminToken.model_validate(service.get_admin_token(session, token_id))
 
 
 @router.post(

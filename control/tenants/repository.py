@@ -14,8 +14,10 @@ def page_tenants(
     return oldest_first(session, query, Tenant.id, cursor=cursor, limit=limit)
 
 
-def page_keys(session: Session, tenant_id: int, *, cursor: str | None, limit: int) -> list[ApiKey]:
-    query = select(ApiKey).where(ApiKey.tenant_id == tenant_id)
+def page_keys(
+    session: Session, tenant_id: int, *, name: str | None, cursor: str | None, limit: int
+) -> list[ApiKey]:
+    query = select(ApiKey).where(ApiKey.tenant_id == tenant_id, *equal_to((ApiKey.name, name)))
     return oldest_first(session, query, ApiKey.id, cursor=cursor, limit=limit)
 
 

@@ -147,10 +147,15 @@ def create_key(session: Session, tenant_id: int, name: str, *, actor: str) -> tu
     return key, secret
 
 
-def revoke_key(session: Session, tenant_id: int, key_id: int, *, actor: str) -> ApiKey:
+def get_key(session: Session, tenant_id: int, key_id: int) -> ApiKey:
     key = repo.get_key(session, tenant_id, key_id)
     if key is None:
         raise Missing("api_key", f"tenant {tenant_id} has no key {key_id}")
+    return key
+
+
+def revoke_key(session: Session, tenant_id: int, key_id: int, *, actor: str) -> ApiKey:
+    key = get_key(session, tenant_id, key_id)
     if key.revoked_at is not None:
         return key
     key.revoked_at = utcnow()
@@ -243,6 +248,13 @@ def _mint(
         after={"name": token.name, "scopes": token.scopes, "prefix": token.prefix, **extra},
     )
     return token, secret
+
+
+def get_admin_token(session: Session, token_id: int) -> AdminToken:
+    token = get_row(session, AdminToken, token_id)
+    if token is None:
+        raise Missing("admin_token", f"admin token {token_id} does not exist")
+    return token
 
 
 def revoke_admin_token(session: Session, token_id: int, *, principal: Principal) -> AdminToken:
