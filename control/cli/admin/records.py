@@ -8,7 +8,7 @@ import typer
 
 from control.cli.admin.crud import add_show, emit_rows
 from control.cli.admin.output import Output, OutputOption, emit, emit_document, emit_line, group
-from control.cli.admin.session import client, read_json_file, run
+from control.cli.admin.session import CliInputError, client, read_json_file, run
 
 decision_app = group("The automation's and admins' decisions.")
 request_app = group("Per-request records (never their text).")
@@ -135,6 +135,47 @@ def evaluation_list(
 add_show(evaluation_app, "evaluations", "evaluation")
 
 
+@evaluation_app.command("create")
+def evaluation_create(
+    results: str = typer.Option(
+        ...,
+        "--results",
+        help="JSON file: the evaluation's body (case_keys, drafts, position_acceptance, "
+        "mean_acceptance_length, cost_ratio, expected_speedup, ...; see POST /evaluations).",
+    ),
+    pair_version: int | None = typer.Option(
+        None, "--pair-version", min=1, help="Pair version id (else the file's pair_version_id)."
+    ),
+    eval_set: str | None = typer.Option(
+        None, "--eval-set", help="Eval set id, or a name (latest); else the file's eval_set_id."
+    ),
+    output: Output = OutputOption,
+) -> None:
+    """Post an offline evaluation measured elsewhere (`engine evaluate` posts its own)."""
+
+    def go() -> dict[str, Any]:
+        body = read_json_file("--results", results)
+        if not isinstance(body, dict):
+            raise CliInputError(f"--results: {results} must hold a JSON object")
+        if pair_version is not None:
+            body["pair_version_id"] = pair_version
+        if eval_set is not None:
+            body["eval_set_id"] = _eval_set(eval_set)["id"]
+        for key, option in (("pair_version_id", "--pair-version"), ("eval_set_id", "--eval-set")):
+            if key not in body:
+                raise CliInputError(f"no {key}: pass {option} or put it in {results}")
+        return client().evaluations.create(body)
+
+    created = run(go)
+    emit_line(
+        created,
+        output,
+        f"offline evaluation {created['id']} for pair version {created['pair_version_id']} "
+        f"on eval set {created['eval_set_id']}: mean acceptance length "
+        f"{created['mean_acceptance_length']:.3f}, {len(created['stale_case_keys'])} stale cases",
+    )
+
+
 @eval_set_app.command("list")
 def eval_set_list(
     name: str | None = typer.Option(None, help="Only this set's versions."),
@@ -159,6 +200,17 @@ def eval_set_list(
     emit_rows(rows, columns, output)
 
 
+def _eval_set(ident: str) -> dict[str, Any]:
+    """An eval set by id, or a name's latest version (NotFound naming it otherwise)."""
+    sets = client().eval_sets
+    if ident.isdigit():
+        return sets.get(int(ident))
+    versions = list(sets.list(name=ident))
+    if not versions:
+        sets.find(ident)  # raises the typed NotFound
+    return sets.get(max(versions, key=lambda s: int(s["version"]))["id"])
+
+
 @eval_set_app.command("show")
 def eval_set_show(
     ident: str = typer.Argument(..., metavar="NAME_OR_ID", help="Id, or a name (latest)."),
@@ -166,16 +218,7 @@ def eval_set_show(
 ) -> None:
     """One eval set with its cases and their lineage."""
 
-    def go() -> dict[str, Any]:
-        sets = client().eval_sets
-        if ident.isdigit():
-            return sets.get(int(ident))
-        versions = list(sets.list(name=ident))
-        if not versions:
-            sets.find(ident)  # raises the typed NotFound
-        return sets.get(max(versions, key=lambda s: int(s["version"]))["id"])
-
-    doc = run(go)
+    doc = run(lambda: _eval_set(ident))
     emit_document(doc, output, title=f"eval set {doc['name']} v{doc['version']}")
 
 

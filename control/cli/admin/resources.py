@@ -5,7 +5,7 @@ from typing import Any
 
 import typer
 
-from control.cli.admin.crud import add_crud, add_list
+from control.cli.admin.crud import add_crud, add_list, add_show
 from control.cli.admin.output import Output, OutputOption, emit_document, emit_line, group
 from control.cli.admin.session import client, parse_object, run
 
@@ -211,6 +211,7 @@ add_list(
     ],
     "Admin tokens (their secrets are never shown again).",
 )
+add_show(token_app, "admin_tokens", "admin token")
 
 
 @token_app.command("create")

@@ -95,6 +95,17 @@ def key_list(
     emit_rows(rows, columns, output)
 
 
+@key_app.command("show")
+def key_show(
+    tenant: str = typer.Argument(..., help="Tenant name or id."),
+    key: str = typer.Argument(..., metavar="NAME_OR_ID", help="The key's name or id."),
+    output: Output = OutputOption,
+) -> None:
+    """One API key of a tenant, by name or id (its prefix; the secret is never shown again)."""
+    doc = run(lambda: client().tenants.key(tenant, key))
+    emit_document(doc, output, title=f"key {doc['name'] or doc['prefix']} of tenant {tenant}")
+
+
 @key_app.command("revoke")
 def key_revoke(
     tenant: str = typer.Argument(..., help="Tenant name or id."),

@@ -21,7 +21,7 @@ from control.cli.admin.watch import State
 from control.contract.admin_client import AdminClient
 from control.contract.snapshot import RolloutState
 from tests.control.cli.conftest import TOKEN
-from tests.control.conftest import THRESHOLDS, WAIVE_ALL, write_model_dir
+from tests.control.conftest import THRESHOLDS, WAIVE_ALL, eval_cases, write_model_dir
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
 
@@ -195,6 +195,114 @@ def test_bad_input_gets_one_line_and_an_exit_code(
     assert invalid.startswith("error 422 "), invalid
     illegal = refused(cli, 1, "rollout", "promote", "code-tiny")
     assert illegal.startswith("error 409 ") and "allowed:" in illegal
+
+
+def test_keys_and_tokens_show_by_name_or_id(cli: Callable[..., Result], setup: AdminClient) -> None:
+    ok(cli, "tenant", "create", "acme")
+    secret = ok(cli, "key", "create", "acme", "--name", "ci").strip()
+    ok(cli, "key", "create", "acme", "--name", "twice")
+    ok(cli, "key", "create", "acme", "--name", "twice")
+    by_name = as_json(cli, "key", "show", "acme", "ci")
+    assert by_name["name"] == "ci" and secret.startswith(by_name["prefix"])
+    assert "key" not in by_name  # the secret is never shown again
+    by_id = yaml.safe_load(ok(cli, "key", "show", "acme", str(by_name["id"]), "-o", "yaml"))
+    assert by_id == by_name
+    table = ok(cli, "key", "show", "acme", "ci")
+    assert "key ci of tenant acme" in table and by_name["prefix"] in table
+    assert refused(cli, 1, "key", "show", "acme", "nope") == (
+        "error 404 not_found: tenant acme has no key named 'nope'"
+    )
+    assert refused(cli, 1, "key", "show", "acme", "999999").startswith(
+        "error 404 api_key_not_found:"
+    )
+    assert refused(cli, 1, "key", "show", "nobody", "ci") == (
+        "error 404 not_found: no tenant named 'nobody'"
+    )
+    ambiguous = refused(cli, 1, "key", "show", "acme", "twice")
+    assert ambiguous.startswith("error 409 ambiguous_name: 2 keys named 'twice' (ids ")
+
+    ok(cli, "token", "create", "ci-reader", "--scope", "admin:read")
+    token = as_json(cli, "token", "show", "ci-reader")
+    assert (token["name"], token["scopes"], token["revoked_at"]) == (
+        "ci-reader",
+        ["admin:read"],
+        None,
+    )
+    assert "token" not in token
+    assert as_json(cli, "token", "show", str(token["id"])) == token
+    assert "admin token ci-reader" in ok(cli, "token", "show", "ci-reader")
+    assert refused(cli, 1, "token", "show", "nope") == (
+        "error 404 not_found: no admin token named 'nope'"
+    )
+    assert refused(cli, 1, "token", "show", "999999").startswith("error 404 admin_token_not_found:")
+
+
+def test_evaluation_create_posts_results_from_a_file(
+    cli: Callable[..., Result], setup: AdminClient, tmp_path: Path
+) -> None:
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps(eval_cases(4)))
+    ok(cli, "eval-set", "create", "code-evals", "--cases", str(cases), "--prompt-store", "x://p")
+    [version] = list(setup.pairs.versions("tiny"))
+    results = tmp_path / "results.json"
+    body = {
+        "case_keys": [f"case-{i}" for i in range(4)],
+        "drafts": 40,
+        "position_acceptance": [0.9, 0.8, 0.7],
+        "mean_acceptance_length": 3.1,
+        "cost_ratio": 0.1,
+        "expected_speedup": {"3": 2.4},
+    }
+    results.write_text(json.dumps(body))
+    line = ok(
+        cli,
+        *("evaluation", "create", "--results", str(results)),
+        *("--pair-version", str(version["id"]), "--eval-set", "code-evals"),
+    ).strip()
+    [listed] = as_json(cli, "evaluation", "list")
+    assert line == (
+        f"offline evaluation {listed['id']} for pair version {version['id']} on eval set "
+        f"{listed['eval_set_id']}: mean acceptance length 3.100, 0 stale cases"
+    )
+    assert (listed["pair_version_id"], listed["drafts"], listed["cases"]) == (version["id"], 40, 4)
+    # The ids may come from the file; -o json prints the API's document.
+    results.write_text(
+        json.dumps(body | {"pair_version_id": version["id"], "eval_set_id": listed["eval_set_id"]})
+    )
+    second = as_json(cli, "evaluation", "create", "--results", str(results))
+    assert second["id"] > listed["id"] and second["expected_speedup"] == {"3": 2.4}
+
+    no_ids = tmp_path / "no-ids.json"
+    no_ids.write_text(json.dumps(body))
+    assert refused(cli, 2, "evaluation", "create", "--results", str(no_ids)) == (
+        f"error: no pair_version_id: pass --pair-version or put it in {no_ids}"
+    )
+    assert refused(
+        cli, 2, "evaluation", "create", "--results", str(tmp_path / "absent.json")
+    ).startswith("error: --results: cannot read")
+    listed_file = tmp_path / "list.json"
+    listed_file.write_text("[1, 2]")
+    assert refused(cli, 2, "evaluation", "create", "--results", str(listed_file)) == (
+        f"error: --results: {listed_file} must hold a JSON object"
+    )
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    assert refused(cli, 2, "evaluation", "create", "--results", str(broken)).startswith(
+        f"error: --results: {broken} is not valid JSON"
+    )
+    unknown_set = refused(
+        cli, 1, "evaluation", "create", "--results", str(results), "--eval-set", "nope"
+    )
+    assert unknown_set == "error 404 not_found: no eval set named 'nope'"
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text(json.dumps(body | {"drafts": 0}))
+    rejected = refused(
+        cli,
+        1,
+        *("evaluation", "create", "--results", str(invalid)),
+        *("--pair-version", str(version["id"]), "--eval-set", "code-evals"),
+    )
+    assert rejected.startswith("error 422 "), rejected
 
 
 def test_rollout_wait_and_watch_follow_the_state(
