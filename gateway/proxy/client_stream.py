@@ -22,13 +22,15 @@ class DisconnectWatch:
     await would have raised, so nothing after it (the accounting) can be cut off.
     """
 
-    __slots__ = ("_armed", "_listener", "_task", "left")
+    __slots__ = ("_armed", "_listener", "_loop", "_task", "left")
 
     def __init__(self, receive: Receive) -> None:
         self.left = False
         self._armed = True
-        self._task = _current_task()
-        self._listener = asyncio.ensure_future(_wait_disconnect(receive))
+        # NOTE: the loop once: each running-loop lookup is a getpid() syscall on 3.11.
+        self._loop = asyncio.get_running_loop()
+        self._task = _current_task(self._loop)
+        self._listener = self._loop.create_task(_wait_disconnect(receive))
         self._listener.add_done_callback(self._on_done)
 
     def _on_done(self, listener: asyncio.Future[None]) -> None:
@@ -38,7 +40,7 @@ class DisconnectWatch:
 
     def rebind(self) -> None:
         """Cancel the current task from now on (a response may run in another than its handler)."""
-        self._task = _current_task()
+        self._task = _current_task(self._loop)
 
     def swallow(self) -> bool:
         """After a CancelledError: whether it was the client leaving (then it is undone)."""
@@ -52,8 +54,8 @@ class DisconnectWatch:
         self._listener.cancel()
 
 
-def _current_task() -> asyncio.Task[Any]:
-    task = asyncio.current_task()
+def _current_task(loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any]:
+    task = asyncio.current_task(loop)
     assert task is not None
     return task
 

@@ -98,6 +98,9 @@ class _Connection(asyncio.Protocol):
         self.pooled = False  # idle in the pool: any byte from the engine now is unsolicited
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
+        # One timer per answer for its read deadlines (see wait), not one per read.
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self.begin()
 
     def begin(self) -> None:
@@ -181,13 +184,46 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def wait(self) -> None:
-        """Until the parser or the connection reports anything new."""
-        self._waiter = self._loop.create_future()
+    async def wait(self, deadline: float | None = None) -> None:
+        """Until the parser or the connection reports anything new; TimeoutError once
+        the loop's clock passes `deadline` first.
+
+        NOTE: the deadline's timer is armed once and kept across waits: when it fires
+        early for a deadline that has since moved later, it re-arms for the new one. A
+        stream of N events then costs about one timer per deadline period instead of N
+        (asyncio.timeout() per read cost a Timeout, a timer and two running-loop
+        lookups, each a getpid() syscall on Python 3.11).
+        """
+        waiter = self._waiter = self._loop.create_future()
+        self._deadline = deadline
+        if deadline is not None:
+            timer = self._timer
+            if timer is None or timer.when() > deadline:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = self._loop.call_at(deadline, self._on_deadline)
         try:
-            await self._waiter
+            await waiter
         finally:
             self._waiter = None
+
+    def _on_deadline(self) -> None:
+        self._timer = None
+        deadline, waiter = self._deadline, self._waiter
+        if deadline is None or waiter is None or waiter.done():
+            return  # not waiting on a deadline now: the next wait arms its own
+        # NOTE: 1 ms of slack: loops fire timers up to their clock's resolution early
+        # (uvloop's is 1 ms), and the deadline must not spin re-arming itself.
+        if self._loop.time() >= deadline - 0.001:
+            waiter.set_exception(TimeoutError())
+        else:
+            self._timer = self._loop.call_at(deadline, self._on_deadline)
+
+    def stop_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        self._deadline = None
+        if timer is not None:
+            timer.cancel()
 
     def take(self) -> bytes:
         """All body bytes buffered so far."""
@@ -202,6 +238,7 @@ class _Connection(asyncio.Protocol):
 
     def abort(self) -> None:
         self.closed = True
+        self.stop_timer()
         if self.transport is not None:
             self.transport.close()
 
@@ -231,15 +268,20 @@ class EngineResponse:
     def headers(self) -> dict[str, str]:
         return {n.decode("latin-1"): v.decode("latin-1") for n, v in self._conn.raw_headers}
 
-    async def readany(self) -> bytes:
-        """The body bytes that arrived since the last call (waiting for some); b"" at the end."""
+    def deadline(self, timeout_s: float) -> float:
+        """The `readany` deadline `timeout_s` from now, on the event loop's clock."""
+        return self._conn._loop.time() + timeout_s
+
+    async def readany(self, deadline: float | None = None) -> bytes:
+        """The body bytes that arrived since the last call (waiting for some); b"" at the end.
+        TimeoutError when none came by `deadline` (from `deadline()`)."""
         conn = self._conn
         while not conn.chunks:
             if conn.complete:
                 return b""
             if conn.error is not None:
                 raise conn.error
-            await conn.wait()
+            await conn.wait(deadline)
         return conn.take()
 
     async def read(self, limit: int | None = None) -> bytes:
@@ -273,6 +315,7 @@ class EngineResponse:
             return
         self._finished = True
         conn = self._conn
+        conn.stop_timer()
         if conn.reusable():
             self._client.put_back(self._origin, conn)
         else:

@@ -25,6 +25,8 @@ from gateway.errors import ClientDisconnected, GatewayError, UpstreamError, Upst
 from gateway.proxy.client_stream import DisconnectWatch, RelayResponse
 from gateway.proxy.engine_http import EngineBodyTooLarge, EngineHTTPError, EngineResponse
 from gateway.proxy.sanitize import (
+    _CHOICE,
+    _TOP_LEVEL,
     NO_SPEC,
     SpecStats,
     Usage,
@@ -77,6 +79,10 @@ def _parse(payload: bytes) -> Any:
         return _decode(payload.decode())
 
 
+# A token chunk's top-level keys: no error, usage or metrics to read, nothing to strip.
+_TOKEN_CHUNK_KEYS = _TOP_LEVEL - {"usage"}
+
+
 def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> bytes | None:
     """Client-facing frame for one engine event, or None to swallow it."""
     if payload == DONE:
@@ -85,6 +91,21 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
         doc = _parse(payload)
     except ValueError:
         doc = None
+    if type(doc) is dict and doc.keys() <= _TOKEN_CHUNK_KEYS:
+        # NOTE: the common case, a token chunk, in one pass over its choices (what
+        # is_clean and _tokens_in would each walk); anything else takes the full path.
+        choices = doc.get("choices")
+        if type(choices) is list:
+            tokens = 0
+            for choice in choices:
+                if type(choice) is not dict or not choice.keys() <= _CHOICE:
+                    break
+                delta = choice.get("delta")
+                if delta.get("content") if type(delta) is dict else choice.get("text"):
+                    tokens += 1
+            else:
+                result.streamed_tokens += tokens
+                return frame(payload)
     if not isinstance(doc, dict):
         # NOTE: never forwarded (we cannot vet it), and never dropped silently either:
         # a stream of such events used to reach the client as an empty success.
@@ -161,10 +182,13 @@ class EngineEnded(Exception):
     """The engine closed the stream without a single event."""
 
 
-async def _next_batch(response: EngineResponse, splitter: SSESplitter) -> list[bytes]:
-    """The complete events of the engine's next chunk(s); [] once the stream has ended."""
+async def _next_batch(
+    response: EngineResponse, splitter: SSESplitter, deadline: float
+) -> list[bytes]:
+    """The complete events of the engine's next chunk(s); [] once the stream has ended.
+    TimeoutError when they are not all in by `deadline` (the response's clock)."""
     while True:
-        chunk = await response.readany()
+        chunk = await response.readany(deadline)
         if not chunk:
             tail = splitter.tail()
             return [tail] if tail is not None else []
@@ -198,8 +222,7 @@ async def relay_stream(
 
     async def first_batch() -> None:
         remaining = max(first_token_timeout_s - (time.monotonic() - started), 0.001)
-        async with asyncio.timeout(remaining):
-            first[:] = await _next_batch(response, splitter)
+        first[:] = await _next_batch(response, splitter, response.deadline(remaining))
         if not first:
             raise EngineEnded
         result.first_token_at = time.monotonic()
@@ -253,9 +276,9 @@ async def relay_stream(
             if result.extra.get(INVALID_EVENT):
                 return  # the error event is out; closing drops the engine's request
             try:
-                # NOTE: asyncio.timeout, not wait_for: no extra Task per chunk on the hot path.
-                async with asyncio.timeout(idle_timeout_s):
-                    batch = await _next_batch(response, splitter)
+                # NOTE: a deadline the engine connection enforces with one timer per
+                # stream, not asyncio.timeout() per chunk (see EngineResponse.readany).
+                batch = await _next_batch(response, splitter, response.deadline(idle_timeout_s))
             except TimeoutError:
                 result.outcome, result.http_status = "error", 504
                 result.error_code = "idle_timeout"
