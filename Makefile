@@ -27,7 +27,8 @@ services:
 
 # promtool (Debian's prometheus package) for the alert-rule unit tests and the
 # Prometheus scrape test; kubectl (Debian's kubernetes-client: `kubectl kustomize`
-# renders deploy/ offline). Each installs only when missing; needs root, as CI has.
+# renders deploy/ offline); haproxy and redis-server for the multi-host fleet test
+# (tests/fleet). Each installs only when missing; needs root, as CI has.
 tools:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  echo "installing Debian's prometheus package (promtool)"; \
@@ -39,6 +40,16 @@ tools:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 	    --no-install-recommends kubernetes-client >/dev/null) \
 	  || echo "could not install kubernetes-client: manifest tests skip (and fail under CI)"; }
+	@command -v haproxy >/dev/null 2>&1 || { \
+	  echo "installing Debian's haproxy package (the fleet test's balancer)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    --no-install-recommends haproxy >/dev/null) \
+	  || echo "could not install haproxy: the fleet test skips (and fails under CI)"; }
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "installing Debian's redis-server package (the fleet test's private Redis)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    --no-install-recommends redis-server >/dev/null) \
+	  || echo "could not install redis-server: the fleet test skips (and fails under CI)"; }
 
 lint: install
 	$(VENV)/bin/ruff check .
