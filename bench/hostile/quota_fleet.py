@@ -11,6 +11,7 @@ tokens), so overshoot = completion tokens of the 200 answers / the budget, read 
 the answers' usage. Redis timeouts are read from the replicas' /metrics.
 
     python -m bench.hostile.quota_fleet --replicas 1 2 3 --requests 300 500 --seeds 3
+    python -m bench.hostile.quota_fleet --delay-ms 1 5 --stall-s 0.5 --stall-every-s 1.5
 """
 
 import argparse
@@ -277,9 +278,17 @@ def slow_fleet(
     seed: int,
     redis_port: int = 6379,
     delay_s: tuple[float, float] = (0.02, 0.2),
+    stall_every_s: float = 1.0,
+    stall_s: float = 0.0,
 ) -> Iterator[tuple[list[str], SlowRedisProxy]]:
     """A fake engine, a slowed Redis and `replicas` gateway processes for `tenants`."""
-    proxy = SlowRedisProxy(upstream_port=redis_port, delay_s=delay_s, seed=seed)
+    proxy = SlowRedisProxy(
+        upstream_port=redis_port,
+        delay_s=delay_s,
+        seed=seed,
+        stall_every_s=stall_every_s,
+        stall_s=stall_s,
+    )
     with ExitStack() as stack:
         engine = stack.enter_context(fake_engine())
         redis_url = stack.enter_context(proxy.running())
@@ -298,8 +307,19 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--budget", type=int, default=2000)
     parser.add_argument("--redis-port", type=int, default=6379)
+    parser.add_argument(
+        "--delay-ms", type=float, nargs=2, default=[20.0, 200.0], metavar=("MIN", "MAX")
+    )
+    parser.add_argument(
+        "--stall-s", type=float, default=0.0, help="hold every reply this long each period"
+    )
+    parser.add_argument("--stall-every-s", type=float, default=1.0)
     args = parser.parse_args()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"Redis replies delayed {args.delay_ms[0]:g}-{args.delay_ms[1]:g} ms; stalls "
+        + (f"of {args.stall_s:g} s every {args.stall_every_s:g} s" if args.stall_s else "none")
+    )
     print(
         "| replicas | concurrent requests | runs | 200 (max) | 429 (all runs) | other "
         "| Redis timeouts (all runs) | overshoot max |"
@@ -319,6 +339,9 @@ def main() -> None:
                     budget=args.budget,
                     seed=seed,
                     redis_port=args.redis_port,
+                    delay_s=(args.delay_ms[0] / 1000, args.delay_ms[1] / 1000),
+                    stall_every_s=args.stall_every_s,
+                    stall_s=args.stall_s,
                 ) as (urls, _),
             ):
                 for n, tenant in tenants.items():

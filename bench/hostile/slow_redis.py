@@ -4,13 +4,16 @@ Redis itself cannot be made to answer slowly on purpose for some calls and not o
 (``CLIENT PAUSE`` stops every client), so the proxy holds each chunk Redis sends back
 for a delay drawn from a seeded range: with a quota timeout of 0.1 s and delays of
 0.02-0.2 s, some calls answer in time and some time out after Redis has run them,
-which is what a burst does to a loaded Redis.
+which is what a burst does to a loaded Redis. With `stall_s`, every `stall_every_s`
+the proxy also stalls: no reply at all leaves it for `stall_s` (a Redis busy with a
+slow command or a fork), then everything held is sent.
 """
 
 import asyncio
 import contextlib
 import random
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,12 +26,25 @@ class SlowRedisProxy:
         *,
         delay_s: tuple[float, float] = (0.02, 0.2),
         seed: int = 0,
+        stall_every_s: float = 1.0,
+        stall_s: float = 0.0,
     ) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.delay_s = delay_s
         self.random = random.Random(seed)
+        self.stall_every_s = stall_every_s
+        self.stall_s = stall_s
         self.port = 0
         self.replies_delayed = 0
+        self.replies_stalled = 0
+        self._started = time.monotonic()
+
+    def _stall_left(self) -> float:
+        """Seconds until the current stall ends (0 outside a stall)."""
+        if self.stall_s <= 0:
+            return 0.0
+        phase = (time.monotonic() - self._started) % self.stall_every_s
+        return max(self.stall_s - phase, 0.0)
 
     async def _pipe(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, delayed: bool
@@ -38,6 +54,9 @@ class SlowRedisProxy:
                 if delayed:
                     self.replies_delayed += 1
                     await asyncio.sleep(self.random.uniform(*self.delay_s))
+                    if (stall := self._stall_left()) > 0:
+                        self.replies_stalled += 1
+                        await asyncio.sleep(stall)
                 writer.write(chunk)
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
@@ -66,6 +85,7 @@ class SlowRedisProxy:
         server: list[asyncio.Server] = []
 
         async def start() -> None:
+            self._started = time.monotonic()
             srv = await asyncio.start_server(self._handle, "127.0.0.1", 0)
             self.port = srv.sockets[0].getsockname()[1]
             server.append(srv)
