@@ -8,14 +8,18 @@ so a flood of new segments or tenants cannot grow the exposition without bound.
 """
 
 import hashlib
+import os
+import re
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, values
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from control.contract import LATENCY_BUCKETS_S, OVERFLOW_LABEL, UNSEGMENTED_LABEL, Arm
 from control.contract.auth_throttle import AUTH_FAILURE_REASONS
@@ -25,7 +29,44 @@ PREFIX = "specroute_gateway_"
 OTHER = OVERFLOW_LABEL
 NONE = UNSEGMENTED_LABEL
 
-__all__ = ["LATENCY_BUCKETS_S", "NONE", "OTHER", "GatewayMetrics", "TopKLabels"]
+__all__ = ["LATENCY_BUCKETS_S", "NONE", "OTHER", "GatewayMetrics", "TopKLabels", "multiprocess_dir"]
+
+
+def multiprocess_dir() -> Path | None:
+    """The directory this process's metric values live in when prometheus-client runs in
+    multi-process mode (PROMETHEUS_MULTIPROC_DIR was set when it was imported), else None.
+    """
+    if values.ValueClass is values.MutexValue:
+        return None
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    return Path(path) if path else None
+
+
+# prometheus-client's live-gauge files in multi-process mode: gauge_livesum_<pid>.db, ...
+_LIVE_GAUGE_FILE = re.compile(r"^gauge_live[a-z]+_(\d+)\.db$")
+
+
+def forget_dead_processes(path: Path) -> list[int]:
+    """Remove the live-gauge files of processes that are gone (a worker uvicorn replaced),
+    so their last in-flight counts do not stay in the sum; their counters stay."""
+    dead: set[int] = set()
+    for entry in path.iterdir():
+        match = _LIVE_GAUGE_FILE.match(entry.name)
+        if match is not None and not _alive(int(match.group(1))):
+            dead.add(int(match.group(1)))
+    for pid in dead:
+        mark_process_dead(pid, str(path))  # type: ignore[no-untyped-call]
+    return sorted(dead)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class TopKLabels:
@@ -101,6 +142,12 @@ class GatewayMetrics:
         hash_tenants: bool = False,
     ) -> None:
         self.hash_tenants = hash_tenants
+        # NOTE: in multi-process mode (`serve --workers N`) each value lives in a file
+        # shared with the other processes, and a scrape renders all of them; series
+        # are then never removed (prometheus-client cannot), so an evicted segment or
+        # a departed worker keeps its last count until the gateway restarts.
+        self.multiprocess = multiprocess_dir()
+        self._scrape_registry: CollectorRegistry | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.max_positions = max_positions
@@ -211,17 +258,22 @@ class GatewayMetrics:
         )
         self.snapshot_version = Gauge(
             PREFIX + "snapshot_version",
-            "Version of the policy snapshot the gateway routes on. Unit: version number.",
+            "Version of the policy snapshot the gateway routes on (with several processes "
+            "per host, the oldest any of them routes on). Unit: version number.",
             registry=r,
+            multiprocess_mode="livemin",
         )
         self.snapshot_age = Gauge(
             PREFIX + "snapshot_age_seconds",
             "Age of the routed-on snapshot at scrape time (now - generated_at). Unit: seconds. "
-            "Above the snapshot TTL every segment fails safe to baseline.",
+            "Above the snapshot TTL every segment fails safe to baseline. With several "
+            "processes per host, the oldest, as of each one's last poll.",
             registry=r,
+            multiprocess_mode="livemax",
         )
         self._snapshot_age_at: tuple[float, float] | None = None  # (age_s, monotonic at set)
-        self.snapshot_age.set_function(self._current_snapshot_age)
+        if self.multiprocess is None:
+            self.snapshot_age.set_function(self._current_snapshot_age)
         self.quota_rejections = Counter(
             PREFIX + "quota_rejections",
             "Requests refused with 429 because the tenant's weighted-token budget was spent. "
@@ -260,10 +312,11 @@ class GatewayMetrics:
             self.auth_failures.labels(reason)
         self.outstanding = Gauge(
             PREFIX + "outstanding_requests",
-            "Requests in flight to an engine worker (the least-outstanding routing signal). "
-            "Unit: requests.",
+            "Requests in flight to an engine worker (the least-outstanding routing signal; "
+            "with several processes per host, their sum). Unit: requests.",
             ["pool", "worker"],
             registry=r,
+            multiprocess_mode="livesum",
         )
         self.telemetry_flushed = Counter(
             PREFIX + "telemetry_batches_flushed",
@@ -292,6 +345,7 @@ class GatewayMetrics:
             PREFIX + "telemetry_batches_pending",
             "Telemetry batches waiting for delivery to control. Unit: batches.",
             registry=r,
+            multiprocess_mode="livesum",
         )
 
     def _child(self, metric: MetricWrapperBase, *labels: str) -> Any:
@@ -359,6 +413,8 @@ class GatewayMetrics:
     def set_snapshot(self, version: int, age_s: float) -> None:
         self.snapshot_version.set(version)
         self._snapshot_age_at = (age_s, time.monotonic())
+        if self.multiprocess is not None:
+            self.snapshot_age.set(age_s)
 
     def _current_snapshot_age(self) -> float:
         # NOTE: the age keeps growing between set_snapshot calls (control down), so it is
@@ -374,6 +430,9 @@ class GatewayMetrics:
     def forget_worker(self, pool: str, worker: str) -> None:
         """Drop a worker's series when it leaves the snapshot, so churn does not accumulate."""
         self._children.clear()
+        if self.multiprocess is not None:
+            self.outstanding.labels(pool, worker).set(0)  # its series stays (see __init__)
+            return
         self.outstanding.remove(pool, worker)
 
     def observe_telemetry_flushed(self, n: int = 1) -> None:
@@ -389,12 +448,22 @@ class GatewayMetrics:
         self.telemetry_pending.set(n)
 
     def render(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if self.multiprocess is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        forget_dead_processes(self.multiprocess)
+        if self._snapshot_age_at is not None:
+            self.snapshot_age.set(self._current_snapshot_age())
+        if self._scrape_registry is None:
+            self._scrape_registry = CollectorRegistry()
+            MultiProcessCollector(self._scrape_registry, str(self.multiprocess))  # type: ignore[no-untyped-call]
+        return generate_latest(self._scrape_registry), CONTENT_TYPE_LATEST
 
     def _forget_segment(self, segment: str) -> None:
         # NOTE: a removed series must not live on in the cache (its increments would
         # be lost from the exposition); evictions are rare, so the whole cache goes.
         self._children.clear()
+        if self.multiprocess is not None:
+            return  # series cannot be removed in multi-process mode (see __init__)
         for metric in (
             self.requests,
             self.tokens,
@@ -412,4 +481,6 @@ class GatewayMetrics:
 
     def _forget_tenant(self, tenant: str) -> None:
         self._children.clear()
+        if self.multiprocess is not None:
+            return
         self.quota_rejections.remove_by_labels({"tenant": tenant})

@@ -52,7 +52,8 @@ class GatewaySettings(BaseSettings):
         description=(
             "Id this gateway process reports telemetry under. Batches are idempotent per "
             "id and window, so no two running processes may share one. "
-            "Default: gw-<hostname>-<pid>."
+            "Default: gw-<hostname>-<pid>. Under `serve --workers N` a set id gets each "
+            "process's pid appended (<id>-<pid>)."
         ),
     )
     snapshot_poll_seconds: float = Field(
