@@ -41,3 +41,29 @@ def test_a_slow_redis_never_lets_a_replica_exceed_its_budget(
     assert result.admitted_tokens <= replicas * (BUDGET + RESERVE)
     # And the budget is used, not refused wholesale.
     assert result.admitted_tokens >= BUDGET
+
+
+@pytest.mark.redis
+def test_the_proxy_stalls_replies_for_the_stall_period() -> None:
+    """The fault the fleet bench injects with --stall-s: no reply leaves the proxy
+    during a stall (here the first 1 s of every 60 s), and it is sent afterwards."""
+    import time
+
+    import redis.asyncio as aioredis
+
+    require_redis()
+    proxy = SlowRedisProxy(delay_s=(0.0, 0.0), stall_every_s=60.0, stall_s=1.0)
+
+    async def ping(url: str) -> float:
+        client = aioredis.Redis.from_url(url)
+        try:
+            started = time.monotonic()
+            assert await client.ping() is True
+            return time.monotonic() - started
+        finally:
+            await client.aclose()
+
+    with proxy.running() as url:
+        held = asyncio.run(ping(url))
+    assert held >= 0.3, held
+    assert proxy.replies_stalled >= 1
