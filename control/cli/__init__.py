@@ -25,6 +25,8 @@ from typer._click import Command, Context, HelpFormatter  # typer 0.29 vendors c
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command
 
+from control.cli.light_params import lighten
+
 OWN_GROUPS = {
     "admin": "control.cli.admin:app",
     "beat": "control.cli.celery:beat",
@@ -97,7 +99,7 @@ def load_command(name: str, ep: Group) -> Command:
         single.command(name=name)(target)
         command = get_command(single)
     command.name = name
-    return command
+    return lighten(command)
 
 
 class LazyGroup(TyperGroup):
@@ -106,6 +108,10 @@ class LazyGroup(TyperGroup):
     one-line help read from its source."""
 
     listing = False
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        lighten(self, ctx)  # the root's own options (help, completion), before they convert
+        return super().parse_args(ctx, args)
 
     def list_commands(self, ctx: Context) -> list[str]:
         return sorted(_groups())

@@ -72,7 +72,16 @@ def make_client(url: str, token: str) -> "AdminClient":
     _skip_httpx_command_line()
     from control.contract.admin_client import AdminClient
 
-    return AdminClient(url, token)
+    if not url.startswith("http://"):
+        return AdminClient(url, token)
+    import httpx
+
+    from control.cli.admin.transport import StdlibTransport
+    from control.contract.admin_operations import ADMIN_PREFIX, client_options
+
+    options = client_options(url.rstrip("/") + ADMIN_PREFIX, token, timeout_s=30.0)
+    options.pop("verify")
+    return AdminClient(url, token, http=httpx.Client(**options, transport=StdlibTransport()))
 
 
 def client() -> "AdminClient":
