@@ -35,7 +35,7 @@ from control.clock import use_clock
 from control.contract import EXPOSING_STATES, Arm, RolloutState, TelemetryBatch, WorkerHeartbeat
 from control.db import Database
 from control.models import Decision, Pair, PairVersion, Pool, Rollout, Segment, ThresholdSet
-from control.rollouts.gates import Evidence
+from control.rollouts.gates import StageGate
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from control.telemetry.service import ingest_batch
@@ -145,7 +145,7 @@ class _Run:
                 task_id=None,
                 kind=None,
                 # The scenarios judge canaries: the offline and shadow stages are waived.
-                waive=frozenset(Evidence),
+                waive=frozenset(StageGate),
             )
             while self.start_full and rollout.state != RolloutState.FULL.value:
                 # An admin promotes stage by stage to full before any traffic: the

@@ -21,9 +21,8 @@ from control.automation.records import RecordContext, render_record
 from control.automation.verdicts import Action, PoolHealth, Verdict
 from control.db import Database
 from control.models import Decision, Rollout, utcnow
-from control.rollouts.gates import Evidence as StageEvidence
+from control.rollouts.gates import StageGate
 from control.rollouts.service import transition_rollout
-from control.rollouts.state_machine import RolloutAction
 
 log = logging.getLogger(__name__)
 
@@ -117,16 +116,6 @@ def evidence_document(
     return safe
 
 
-_ACTIONS = {
-    Action.PROMOTE: RolloutAction.PROMOTE,
-    Action.START: RolloutAction.START,
-    Action.PAUSE: RolloutAction.PAUSE,
-    Action.ROLLBACK: RolloutAction.ROLLBACK,
-    Action.DISABLE: RolloutAction.DISABLE,
-    Action.ENABLE: RolloutAction.ENABLE,
-}
-
-
 def flip(
     session: Session,
     rollout: Rollout,
@@ -139,11 +128,13 @@ def flip(
 ) -> Outcome:
     """Apply the verdict with a compare-and-set on the version read; raises
     PreconditionFailed when someone else flipped first (the caller records it)."""
+    action = verdict.action.flip
+    assert action is not None, f"{verdict.action} changes no state"
     document = evidence_document(verdict, evidence, health, task_id, rollout)
     updated = transition_rollout(
         session,
         rollout.id,
-        _ACTIONS[verdict.action],
+        action,
         expected_version=rollout.version,
         actor=AUTOMATION_ACTOR,
         reason=verdict.reason,
@@ -151,7 +142,7 @@ def flip(
         task_id=task_id,
         kind=kind,
         # Only the shadow rule starts a canary, and only on its exit criterion.
-        proven=frozenset({StageEvidence.SHADOW}) if verdict.action is Action.START else frozenset(),
+        proven=frozenset({StageGate.SHADOW}) if verdict.action is Action.START else frozenset(),
     )
     decision = repository.latest_decision(session, updated.id)
     assert decision is not None, "transition_rollout writes a decision row"

@@ -1,6 +1,6 @@
 """What the automation sees in a rollout right now, without acting on it.
 
-The same evidence, monitors and rules the Celery jobs use (`jobs.py`), run as a
+The same evidence, monitors and rules the Celery jobs use (`pipeline.py`), run as a
 dry run: the guards' verdict, the stage's verdict (promote / hold / pause /
 roll back) with each promotion check and what blocks it, and the latest depth
 advice. Nothing is written, so an operator can look as often as they like.
@@ -13,16 +13,13 @@ from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from control.automation import repository
-from control.automation.evidence import gather_evidence
-from control.automation.flips import seconds_since
+from control.automation.gather import gather_evidence
 from control.automation.health import spec_pool_health
-from control.automation.shadow import judge_shadow
-from control.automation.verdicts import Verdict, judge_canary, judge_guards, promotion_checks
-from control.contract import EXPOSING_STATES, RolloutState
+from control.automation.pipeline import STATES, Job, verdict_of
+from control.automation.verdicts import Verdict, promotion_checks
+from control.contract import RolloutState
 from control.models import DepthRecommendation, Rollout, utcnow
 from control.settings import ControlSettings
-
-EVALUATED = (RolloutState.CANARY, RolloutState.RAMPING, RolloutState.PROBATION)
 
 
 class VerdictView(BaseModel):
@@ -85,30 +82,15 @@ def readout(
         session, rollout, settings, until=now, spec_workers=health.healthy_workers
     )
     thresholds = rollout.threshold_set
-    exposed = seconds_since(rollout.exposed_since or rollout.state_entered_at, now)
-    in_state = seconds_since(rollout.state_entered_at, now)
     guards = (
-        judge_guards(state, evidence, health, thresholds, seconds_exposed=exposed)
-        if state in EXPOSING_STATES
+        verdict_of(Job.GUARD, rollout, evidence, health, now)
+        if state in STATES[Job.GUARD]
         else None
     )
     stage: Verdict | None = None
-    if state in EVALUATED:
-        stage = judge_canary(
-            state,
-            evidence,
-            thresholds,
-            seconds_in_state=in_state,
-            seconds_exposed=exposed,
-            inconclusive_rounds=rollout.inconclusive_rounds,
-        )
-    elif state is RolloutState.SHADOW:
-        stage = judge_shadow(
-            evidence,
-            thresholds,
-            seconds_in_state=in_state,
-            inconclusive_rounds=rollout.inconclusive_rounds,
-        )
+    for job in (Job.CANARY, Job.SHADOW):
+        if state in STATES[job]:
+            stage = verdict_of(job, rollout, evidence, health, now)
     checks = promotion_checks(evidence, thresholds)
     advice = repository.latest_recommendations(session, rollout.id, advice_limit)
     return Readout(

@@ -3,7 +3,7 @@
 In shadow the gateway serves every request of the segment from the baseline arm
 and mirrors a sampled share to the spec pool (responses discarded), so the two
 arms of the rollout's telemetry are the mirrors and the requests they copy. The
-same monitors that guard a canary judge them (see `evidence.py`), under the same
+same monitors that guard a canary judge them (see `gather.py`), under the same
 false-alarm budget, with no user exposed either way:
 
 - a monitor's failure (acceptance rejected, latency or error regression beyond
@@ -23,7 +23,7 @@ false-alarm budget, with no user exposed either way:
   smaller share than the first stage sends, so the pool must be seen busier);
 - otherwise hold, and pause after `max_inconclusive_rounds` holds.
 
-The canary's load is projected as a canary's next stage is (`evidence.load_plan`,
+The canary's load is projected as a canary's next stage is (`load_plan.load_plan`,
 Little's law): from the share actually mirrored to the first stage's share, at
 the segment's request rate (the callers' requests; mirrors are copies). When
 `shadow_percentage` ≥ the first stage the projection is the load measured.
@@ -34,15 +34,19 @@ from control.automation.verdicts import (
     Action,
     HoldReason,
     Verdict,
+    acceptance_accepted,
+    error_rate_not_confidently_worse,
     failure_action,
     fmt_vs,
+    mean_acceptance_length_reached,
     monitor_failures,
     no_benefit_action,
+    p95_within_margin,
+    speedup_at_next_load_at_least,
 )
 from control.contract import RolloutState
 from control.models import ThresholdSet
 from control.rollouts.gates import GateResult
-from control.stats import SprtDecision
 
 SHADOW_PASSED = "passed"
 
@@ -53,24 +57,14 @@ def latency_floor(t: ThresholdSet) -> float:
 
 
 def shadow_checks(evidence: Evidence, t: ThresholdSet) -> dict[str, bool]:
-    acceptance, monitor = evidence.acceptance, evidence.acceptance_monitor
-    canary = evidence.next_stage
-    errors = evidence.error_guard
+    """The canary's checks where a shadow has their evidence (`verdicts`), at the canary's
+    first-stage load and with the latency margin as the speedup's floor."""
     return {
-        "acceptance_accepted": monitor is not None and monitor.decision is SprtDecision.ACCEPT,
-        "mean_acceptance_length": acceptance is not None
-        and acceptance.mean_acceptance_length is not None
-        and acceptance.mean_acceptance_length >= t.min_mean_acceptance_length,
-        "latency_at_canary_load": canary is not None
-        and canary.advice is None
-        and canary.speedup is not None
-        and canary.speedup.lower >= latency_floor(t),
-        "p95_within_margin": evidence.p95_ratio is not None
-        and evidence.p95_ratio <= 1 + t.latency_margin,
-        "error_rate_within_margin": errors is not None
-        and not errors.cusum.alarm
-        and errors.stage is not None
-        and errors.stage.lower <= errors.margin,
+        "acceptance_accepted": acceptance_accepted(evidence),
+        "mean_acceptance_length": mean_acceptance_length_reached(evidence, t),
+        "latency_at_canary_load": speedup_at_next_load_at_least(evidence, latency_floor(t)),
+        "p95_within_margin": p95_within_margin(evidence, t),
+        "error_rate_within_margin": error_rate_not_confidently_worse(evidence),
     }
 
 

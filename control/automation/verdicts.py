@@ -4,7 +4,7 @@ No database and no clock here, so every rule is tested directly with numbers.
 
 Who may flip, and on what:
 - The statistical monitors (acceptance SPRT-CUSUM, load-matched latency CUSUM,
-  error-rate CUSUM; see `evidence.py`) are valid under repeated looks and share
+  error-rate CUSUM; see `gather.py`) are valid under repeated looks and share
   one false-alarm budget, so the guard tick (15 s) and the evaluation (60 s)
   read the *same* monitors and reach the same verdict: a failure rolls back a
   canary or ramping rollout and disables a full or probation one (which
@@ -33,18 +33,30 @@ from enum import StrEnum
 from control.automation.evidence import Evidence
 from control.contract import RolloutState
 from control.models import ThresholdSet
+from control.rollouts.state_machine import RolloutAction
 from control.stats import SprtDecision
 
 
 class Action(StrEnum):
+    """What a rule decides: WAIT and HOLD change no state; every other member is the
+    state machine's own action of that name (`flip`), so the verdict's word is the
+    flip's, with no table between them."""
+
     WAIT = "wait"  # nothing to judge yet (dwell, or nothing wrong): no record
     HOLD = "hold"  # judged, inconclusive: counts one inconclusive round
-    PROMOTE = "promote"
-    START = "start"  # out of shadow into the canary
-    PAUSE = "pause"
-    ROLLBACK = "rollback"
-    DISABLE = "disable"
-    ENABLE = "enable"
+    PROMOTE = RolloutAction.PROMOTE.value
+    START = RolloutAction.START.value  # out of shadow into the canary
+    PAUSE = RolloutAction.PAUSE.value
+    ROLLBACK = RolloutAction.ROLLBACK.value
+    DISABLE = RolloutAction.DISABLE.value
+    ENABLE = RolloutAction.ENABLE.value
+
+    @property
+    def flip(self) -> RolloutAction | None:
+        """The state machine's action this verdict applies; None for WAIT and HOLD."""
+        if self in (Action.WAIT, Action.HOLD):
+            return None
+        return RolloutAction(self.value)
 
 
 class GuardReason(StrEnum):
@@ -181,31 +193,75 @@ def _monitor_verdict(
     return Verdict(failure_action(state), "; ".join(msg for _, msg in failures), code)
 
 
+# -- the checks a stage's exit needs (the canary's and the shadow's share the first four)
+
+
+def acceptance_accepted(evidence: Evidence) -> bool:
+    """The acceptance SPRT accepted: a rate at or above the minimum plus indifference."""
+    monitor = evidence.acceptance_monitor
+    return monitor is not None and monitor.decision is SprtDecision.ACCEPT
+
+
+def mean_acceptance_length_reached(evidence: Evidence, thresholds: ThresholdSet) -> bool:
+    acceptance = evidence.acceptance
+    return (
+        acceptance is not None
+        and acceptance.mean_acceptance_length is not None
+        and acceptance.mean_acceptance_length >= thresholds.min_mean_acceptance_length
+    )
+
+
+def speedup_at_next_load_at_least(evidence: Evidence, floor: float) -> bool:
+    """The matched speedup's always-valid lower bound at the next stage's load (from
+    shadow: the canary's first stage) is at least `floor`, with nothing left to advise."""
+    next_stage = evidence.next_stage
+    return (
+        next_stage is not None
+        and next_stage.advice is None
+        and next_stage.speedup is not None
+        and next_stage.speedup.lower >= floor
+    )
+
+
+def p95_within_margin(evidence: Evidence, thresholds: ThresholdSet) -> bool:
+    return evidence.p95_ratio is not None and evidence.p95_ratio <= 1 + thresholds.latency_margin
+
+
+def error_rate_not_worse(evidence: Evidence) -> bool:
+    """Non-inferiority since the exposure began: the always-valid upper bound of the
+    error-rate difference (spec - baseline) below the margin, and no alarm."""
+    errors = evidence.error_guard
+    return (
+        errors is not None
+        and not errors.cusum.alarm
+        and errors.noninferiority is not None
+        and errors.noninferiority.upper <= errors.margin
+    )
+
+
+def error_rate_not_confidently_worse(evidence: Evidence) -> bool:
+    """This stage's error-rate difference not confidently beyond the margin (its lower
+    bound at most the margin), and no alarm: what a shadow, with no user exposed, needs."""
+    errors = evidence.error_guard
+    return (
+        errors is not None
+        and not errors.cusum.alarm
+        and errors.stage is not None
+        and errors.stage.lower <= errors.margin
+    )
+
+
 def promotion_checks(evidence: Evidence, thresholds: ThresholdSet) -> dict[str, bool]:
     """Every check promotion needs. Each asks for evidence that the spec arm is *not worse*
     than its margin (an upper bound below it), never the mere absence of proof that it is."""
-    acceptance, monitor = evidence.acceptance, evidence.acceptance_monitor
-    next_stage = evidence.next_stage
-    errors = evidence.error_guard
     return {
-        "acceptance_accepted": monitor is not None and monitor.decision is SprtDecision.ACCEPT,
-        "mean_acceptance_length": acceptance is not None
-        and acceptance.mean_acceptance_length is not None
-        and acceptance.mean_acceptance_length >= thresholds.min_mean_acceptance_length,
-        "speedup_at_next_load": next_stage is not None
-        and next_stage.advice is None
-        and next_stage.speedup is not None
-        and next_stage.speedup.lower >= thresholds.min_speedup,
+        "acceptance_accepted": acceptance_accepted(evidence),
+        "mean_acceptance_length": mean_acceptance_length_reached(evidence, thresholds),
+        "speedup_at_next_load": speedup_at_next_load_at_least(evidence, thresholds.min_speedup),
         "ttft_within_margin": evidence.ttft_ratio_upper is not None
         and evidence.ttft_ratio_upper <= 1 + thresholds.ttft_margin,
-        "p95_within_margin": evidence.p95_ratio is not None
-        and evidence.p95_ratio <= 1 + thresholds.latency_margin,
-        # NOTE: non-inferiority since the exposure began: the always-valid upper bound of
-        # the error-rate difference (spec - baseline) below the margin.
-        "error_rate_within_margin": errors is not None
-        and not errors.cusum.alarm
-        and errors.noninferiority is not None
-        and errors.noninferiority.upper <= errors.margin,
+        "p95_within_margin": p95_within_margin(evidence, thresholds),
+        "error_rate_within_margin": error_rate_not_worse(evidence),
         "recent_windows_not_worse": recent_not_worse(evidence, thresholds),
     }
 

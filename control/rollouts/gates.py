@@ -20,14 +20,16 @@ from control.models import Rollout
 from control.stats import StatsError, expected_speedup
 
 
-class Evidence(StrEnum):
+class StageGate(StrEnum):
+    """The evidence a stage's exit needs (what `start` checks, or an admin waives)."""
+
     OFFLINE_EVALUATION = "offline_evaluation"
     SHADOW = "shadow"
 
 
 @dataclass
 class GateResult:
-    evidence: Evidence
+    evidence: StageGate
     missing: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -37,7 +39,7 @@ class GateResult:
 
 
 def offline_gate(session: Session, rollout: Rollout) -> GateResult:
-    result = GateResult(Evidence.OFFLINE_EVALUATION)
+    result = GateResult(StageGate.OFFLINE_EVALUATION)
     name = rollout.segment.eval_set
     if name is None:
         result.missing.append(

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from control.contract import RolloutState
 from control.ids import DbId
-from control.rollouts.gates import Evidence
+from control.rollouts.gates import StageGate
 from control.rollouts.state_machine import RolloutAction
 
 
@@ -49,7 +49,7 @@ class RolloutActionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str | None = Field(default=None, max_length=1000)
-    waive: list[Evidence] = Field(
+    waive: list[StageGate] = Field(
         default_factory=list,
         max_length=2,
         description="start only: evidence to go without (offline_evaluation, shadow), "

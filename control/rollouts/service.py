@@ -20,7 +20,7 @@ from control.errors import Conflict, InvalidRequest, stale_version
 from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
 from control.repository import delete_row, get_row
 from control.rollouts import repository as repo
-from control.rollouts.gates import Evidence, GateResult, offline_gate
+from control.rollouts.gates import GateResult, StageGate, offline_gate
 from control.rollouts.schemas import RolloutCreate, RolloutUpdate
 from control.rollouts.state_machine import (
     BEFORE_SHADOW,
@@ -48,8 +48,8 @@ def _stage_gates(
     rollout: Rollout,
     *,
     skip_shadow: bool,
-    waive: frozenset[Evidence],
-    proven: frozenset[Evidence],
+    waive: frozenset[StageGate],
+    proven: frozenset[StageGate],
 ) -> dict[str, Any]:
     """The evidence `start` needs from this state; raises MissingEvidence (409) naming
     what is missing and not waived. Returns what the decision row keeps."""
@@ -58,8 +58,8 @@ def _stage_gates(
     if state in BEFORE_SHADOW:
         results.append(offline_gate(session, rollout))
     if state is RolloutState.SHADOW or skip_shadow:
-        shadow = GateResult(Evidence.SHADOW)
-        if Evidence.SHADOW not in proven:
+        shadow = GateResult(StageGate.SHADOW)
+        if StageGate.SHADOW not in proven:
             shadow.missing.append(
                 "the shadow's exit criterion has not held (the automation starts the canary "
                 "when acceptance is accepted and latency is within bounds at the measured load)"
@@ -200,8 +200,8 @@ def transition_rollout(
     evidence: dict[str, Any] | None,
     task_id: str | None,
     kind: str | None,
-    waive: frozenset[Evidence] = frozenset(),
-    proven: frozenset[Evidence] = frozenset(),
+    waive: frozenset[StageGate] = frozenset(),
+    proven: frozenset[StageGate] = frozenset(),
 ) -> Rollout:
     """Apply `action` as a compare-and-set on the rollout's version.
 
@@ -227,7 +227,7 @@ def transition_rollout(
             paused_from=RolloutState(rollout.paused_from) if rollout.paused_from else None,
             probation_percentage=rollout.threshold_set.probation_percentage,
             shadow_percentage=rollout.threshold_set.shadow_percentage,
-            skip_shadow=Evidence.SHADOW in waive,
+            skip_shadow=StageGate.SHADOW in waive,
         )
     except IllegalTransition as exc:
         allowed = [a.value for a in exc.allowed]
@@ -236,7 +236,7 @@ def transition_rollout(
         ) from exc
     if action is RolloutAction.START:
         gate_evidence = _stage_gates(
-            session, rollout, skip_shadow=Evidence.SHADOW in waive, waive=waive, proven=proven
+            session, rollout, skip_shadow=StageGate.SHADOW in waive, waive=waive, proven=proven
         )
         evidence = {**gate_evidence, **(evidence or {})}
         if "waived" in gate_evidence and not (reason and reason.strip()):

@@ -26,7 +26,7 @@ from control.models import (
     ThresholdSet,
     utcnow,
 )
-from control.rollouts.gates import Evidence
+from control.rollouts.gates import StageGate
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from control.telemetry.service import ingest_batch
@@ -141,7 +141,7 @@ def create_rollout(
             kind=None,
             # The scenarios judge shadows and canaries: the offline stage is waived, and
             # the shadow too unless the scenario judges it.
-            waive=frozenset({Evidence.OFFLINE_EVALUATION}) if shadow else frozenset(Evidence),
+            waive=frozenset({StageGate.OFFLINE_EVALUATION}) if shadow else frozenset(StageGate),
         )
         return Setup(rollout.id, segment.id, version.id, spec.id, baseline.id, thresholds.id)
 

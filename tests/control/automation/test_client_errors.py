@@ -5,8 +5,8 @@ judges them; the same requests counted as arm errors do roll the canary back."""
 
 from sqlalchemy import select
 
-from control.automation import jobs
-from control.automation.evidence import gather_evidence
+from control.automation.gather import gather_evidence
+from control.automation.pipeline import Job, judge_one
 from control.contract import Arm
 from control.db import Database
 from control.models import Rollout, TelemetryWindowRow, utcnow
@@ -39,7 +39,7 @@ def test_client_errors_never_move_the_error_monitor(
     sc.heartbeat(committed_database, setup, "spec-w1")
     for _ in range(WINDOWS):
         _feed(committed_database, setup, as_client_errors=True)
-        outcome = jobs.guard_rollout(committed_database, settings, setup.rollout_id, None)
+        outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, None)
         assert outcome.action not in ("rollback", "disable"), outcome
 
     with committed_database.session() as s:
@@ -76,7 +76,7 @@ def test_the_same_requests_as_arm_errors_roll_the_canary_back(
     actions = []
     for _ in range(WINDOWS):
         _feed(committed_database, setup, as_client_errors=False)
-        actions.append(jobs.guard_rollout(committed_database, settings, setup.rollout_id, None))
+        actions.append(judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, None))
         if actions[-1].action == "rollback":
             break
     assert actions[-1].action == "rollback", actions

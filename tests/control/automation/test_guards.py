@@ -8,9 +8,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from control.app import create_app
+from control.automation.budget import sprt_config
 from control.automation.celery_app import AutomationCelery
 from control.automation.dispatch import GuardDispatch
-from control.automation.evidence import sprt_config
 from control.automation.health import spec_pool_health
 from control.clock import use_clock
 from control.db import Database

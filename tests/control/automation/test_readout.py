@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from control.app import create_app
-from control.automation import jobs
+from control.automation.pipeline import Job, judge_one
 from control.cli import app as root
 from control.db import Database
 from control.settings import ControlSettings
@@ -32,7 +32,7 @@ def test_a_healthy_canary_shows_its_checks_acceptance_and_depth_advice(
     setup = sc.create_rollout(committed_database)
     sc.heartbeat(committed_database, setup, "spec-w1")
     window_ids = sc.good_traffic(committed_database, setup)
-    advised = jobs.advise_rollout_depth(committed_database, settings, setup.rollout_id, "t-1")
+    advised = judge_one(committed_database, settings, Job.DEPTH, setup.rollout_id, "t-1")
     assert advised.action == "recommend", advised
     decisions_before = len(sc.decisions(committed_database, setup.rollout_id))
 
@@ -83,7 +83,7 @@ def test_a_regression_reads_as_the_rollback_the_guard_would_do(
     assert sc.decisions(committed_database, setup.rollout_id)[-1].kind == "manual_start"
 
     # The guard job, run now, does exactly what the readout said.
-    outcome = jobs.guard_rollout(committed_database, settings, setup.rollout_id, "task-g")
+    outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, "task-g")
     assert outcome.action == "rollback"
 
 

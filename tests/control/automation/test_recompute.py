@@ -6,8 +6,9 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from control.app import create_app
-from control.automation import jobs
-from control.automation.evidence import SHIFT_MULTIPLES, family_alpha
+from control.automation.budget import family_alpha
+from control.automation.gather import SHIFT_MULTIPLES
+from control.automation.pipeline import Job, judge_one
 from control.contract import TelemetryWindow
 from control.db import Database
 from control.settings import ControlSettings
@@ -27,7 +28,7 @@ def test_a_rollback_recomputes_from_the_windows_it_names(
     outcome = None
     for _ in range(4):
         sc.feed(committed_database, setup, spec_alpha=0.8, spec_tpot_ms=30.0, baseline_tpot_ms=20.0)
-        outcome = jobs.guard_rollout(committed_database, settings, setup.rollout_id, "task-1")
+        outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, "task-1")
         if outcome.action == "rollback":
             break
     assert outcome is not None and outcome.action == "rollback", outcome

@@ -7,7 +7,7 @@ import pytest
 from control.automation.celery_app import AutomationCelery
 from control.db import Database
 from control.decisions.record import SECTIONS
-from control.rollouts.gates import Evidence
+from control.rollouts.gates import StageGate
 from control.rollouts.service import MissingEvidence, transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from tests.control.automation import scenario as sc
@@ -97,7 +97,7 @@ def test_shadow_passes_into_canary_then_a_second_shadow_fails(
             evidence=None,
             task_id=None,
             kind=None,
-            waive=frozenset({Evidence.OFFLINE_EVALUATION}),
+            waive=frozenset({StageGate.OFFLINE_EVALUATION}),
         )
     assert sc.rollout(committed_database, setup.rollout_id).state == "shadow"
     for _ in range(5):

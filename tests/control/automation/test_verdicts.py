@@ -7,18 +7,15 @@ from typing import Any
 import pytest
 
 from control.automation.evidence import (
-    CANARY_FIRST_STAGE,
-    NEXT_STAGE,
     ArmSummary,
     ErrorGuard,
     Evidence,
-    LoadPlan,
     NextStage,
     Recent,
     Saturation,
     StageComparison,
-    load_plan,
 )
+from control.automation.load_plan import CANARY_FIRST_STAGE, NEXT_STAGE, LoadPlan, load_plan
 from control.automation.shadow import judge_shadow
 from control.automation.verdicts import (
     Action,
@@ -33,6 +30,7 @@ from control.automation.verdicts import (
 )
 from control.contract import RolloutState
 from control.models import Rollout
+from control.rollouts.state_machine import RolloutAction
 from control.stats import (
     AcceptanceEstimate,
     AcceptanceMonitor,
@@ -55,6 +53,20 @@ def _health(**overrides: object) -> PoolHealth:
         "unavailable_seconds": 0.0,
     }
     return PoolHealth(**(values | overrides))  # type: ignore[arg-type]
+
+
+def test_a_verdict_that_flips_names_the_state_machines_own_action() -> None:
+    flips = {a: a.flip for a in Action if a.flip is not None}
+    assert {a.value for a in flips} == {
+        "promote",
+        "start",
+        "pause",
+        "rollback",
+        "disable",
+        "enable",
+    }
+    assert all(isinstance(f, RolloutAction) and f.value == a.value for a, f in flips.items())
+    assert Action.WAIT.flip is None and Action.HOLD.flip is None
 
 
 def test_probation_backoff_doubles_with_each_disable() -> None:
