@@ -314,7 +314,6 @@ def dispatched(state: GatewayState, arrival: Arrival, opened: Opened, acct: Acco
     acct.dispatched(opened.decision, opened.lease)
     # Shadow: the copy goes out only once the caller's own request is with an engine.
     state.shadow.maybe_mirror(
-        state,
         opened.decision,
         path=arrival.path,
         doc=arrival.received.doc,

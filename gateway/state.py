@@ -32,7 +32,18 @@ class GatewayState:
     # Its connections belong to the serving event loop, so the lifespan opens it.
     engine_client: EngineClient | None = None
     background: set[asyncio.Task[None]] = field(default_factory=set)
-    shadow: ShadowMirrors = field(default_factory=ShadowMirrors)
+    shadow: ShadowMirrors = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.shadow = ShadowMirrors(
+            max_inflight=self.settings.shadow_max_inflight,
+            budget_s=self.settings.shadow_budget_s,
+            balancer=self.balancer,
+            metrics=self.metrics,
+            aggregator=self.aggregator,
+            engine=lambda: self.engine,
+            background=self.background,
+        )
 
     @property
     def engine(self) -> EngineClient:

@@ -1,6 +1,7 @@
 """The allowed imports of docs/architecture.md, checked on every module's
-top-level imports (imports inside functions and under TYPE_CHECKING are lazy
-by design and do not count)."""
+top-level imports, those under TYPE_CHECKING included (a type-level import is
+still an arrow between two modules); imports inside functions are lazy by design
+and count only for circles."""
 
 import ast
 from collections.abc import Iterator
@@ -50,8 +51,6 @@ MODULES = _modules()
 
 def _top_level(nodes: list[ast.stmt], module: str, is_package: bool) -> Iterator[str]:
     for node in nodes:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -75,11 +74,9 @@ def _top_level(nodes: list[ast.stmt], module: str, is_package: bool) -> Iterator
 
 def _everywhere(nodes: list[ast.stmt], module: str, is_package: bool) -> Iterator[str]:
     """Top-level imports and those inside functions and classes (a lazy import still
-    ties two modules together), but not those under TYPE_CHECKING."""
+    ties two modules together)."""
     yield from _top_level(nodes, module, is_package)
     for node in nodes:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 yield from _everywhere(child.body, module, is_package)
@@ -109,11 +106,37 @@ def _arrows() -> Iterator[tuple[str, str]]:
             yield module, target
 
 
+def _type_checking_imports() -> dict[str, set[str]]:
+    """The project modules each module imports only under `if TYPE_CHECKING:`."""
+    found: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                names = _top_level(node.body, module, path.name == "__init__.py")
+                targets = {n for n in names if n in MODULES and n != module}
+                if targets:
+                    found.setdefault(module, set()).update(targets)
+    return found
+
+
 def test_the_walker_sees_the_tree() -> None:
     assert "control.app" in GRAPH and "gateway.app" in GRAPH
     assert "control.contract" in GRAPH["gateway.app"] or any(
         t.startswith("control.contract") for m in GRAPH if m.startswith("gateway") for t in GRAPH[m]
     )
+
+
+def test_the_walker_counts_type_checking_imports() -> None:
+    # They are arrows like any other: the circle test and the layer tests see them.
+    type_level = _type_checking_imports()
+    assert "control.automation.celery_app" in type_level["control.automation.dispatch"]
+    assert all(targets <= GRAPH[m] for m, targets in type_level.items())
+    assert all(targets <= GRAPH_WITH_LAZY[m] for m, targets in type_level.items())
+
+
+def test_the_shadow_takes_its_collaborators_not_the_gateway_state() -> None:
+    assert "gateway.state" not in GRAPH_WITH_LAZY["gateway.proxy.shadow"]
+    assert "gateway.proxy.shadow" in GRAPH["gateway.state"]
 
 
 def test_gateway_and_engine_import_only_the_contract_of_control() -> None:

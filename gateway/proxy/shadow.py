@@ -15,20 +15,20 @@ import asyncio
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from control.contract import Arm, TenantSpec
 from gateway.decision.decide import Decision
 from gateway.decision.reasons import DecisionReason as R
-from gateway.proxy.engine_http import EngineHTTPError
+from gateway.metrics import GatewayMetrics
+from gateway.proxy.engine_http import EngineClient, EngineHTTPError
 from gateway.proxy.records import request_record
 from gateway.proxy.relay import RelayResult
 from gateway.proxy.sanitize import NO_SPEC, spec_stats, usage_of
 from gateway.proxy.upstream import engine_base
-from gateway.routing.balancer import Lease
-
-if TYPE_CHECKING:
-    from gateway.state import GatewayState
+from gateway.routing.balancer import Balancer, Lease
+from gateway.telemetry.aggregator import TelemetryAggregator
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +40,33 @@ def mirror_body(doc: dict[str, Any]) -> bytes:
 
 
 class ShadowMirrors:
-    def __init__(self) -> None:
+    """The gateway's mirrors: it takes its collaborators, not the whole gateway state."""
+
+    def __init__(
+        self,
+        *,
+        max_inflight: int,
+        budget_s: float,
+        balancer: Balancer,
+        metrics: GatewayMetrics,
+        aggregator: TelemetryAggregator,
+        engine: Callable[[], EngineClient],
+        background: set["asyncio.Task[None]"],
+    ) -> None:
+        self.max_inflight = max_inflight
+        self.budget_s = budget_s
+        self.balancer = balancer
+        self.metrics = metrics
+        self.aggregator = aggregator
+        # The engine client is opened by the app's lifespan, after the mirrors are built.
+        self.engine = engine
+        self.background = background
         self.inflight = 0
         self.sent = 0
         self.skipped = 0
 
     def maybe_mirror(
         self,
-        state: "GatewayState",
         decision: Decision,
         *,
         path: str,
@@ -58,22 +77,21 @@ class ShadowMirrors:
         """Start the mirror of this request if it was sampled and the cap allows."""
         if decision.mirror is None:
             return False
-        if self.inflight >= state.settings.shadow_max_inflight:
+        if self.inflight >= self.max_inflight:
             self.skipped += 1
-            state.metrics.observe_shadow("skipped")
+            self.metrics.observe_shadow("skipped")
             return False
         self.inflight += 1
         self.sent += 1
         task = asyncio.get_running_loop().create_task(
-            self._run(state, decision, path, mirror_body(doc), request_id, tenant)
+            self._run(decision, path, mirror_body(doc), request_id, tenant)
         )
-        state.background.add(task)
-        task.add_done_callback(state.background.discard)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
         return True
 
     async def _run(
         self,
-        state: "GatewayState",
         decision: Decision,
         path: str,
         body: bytes,
@@ -81,7 +99,7 @@ class ShadowMirrors:
         tenant: TenantSpec,
     ) -> None:
         try:
-            await self._mirror(state, decision, path, body, request_id, tenant)
+            await self._mirror(decision, path, body, request_id, tenant)
         except Exception:
             log.exception("shadow mirror of %s failed", request_id)
         finally:
@@ -89,7 +107,6 @@ class ShadowMirrors:
 
     async def _mirror(
         self,
-        state: "GatewayState",
         decision: Decision,
         path: str,
         body: bytes,
@@ -98,16 +115,16 @@ class ShadowMirrors:
     ) -> None:
         assert decision.mirror is not None
         started = time.monotonic()
-        lease = state.balancer.acquire(decision.mirror, set())
+        lease = self.balancer.acquire(decision.mirror, set())
         if lease is None:
-            state.metrics.observe_shadow("no_worker")
+            self.metrics.observe_shadow("no_worker")
             return
         result = RelayResult()
         mirror_id = f"{request_id}-shadow"
         headers = {"content-type": "application/json", "x-request-id": mirror_id}
         try:
-            async with asyncio.timeout(state.settings.shadow_budget_s):
-                response = await state.engine.post(
+            async with asyncio.timeout(self.budget_s):
+                response = await self.engine().post(
                     engine_base(lease.worker.endpoint_url), path, body, headers
                 )
                 try:
@@ -133,12 +150,11 @@ class ShadowMirrors:
             result.outcome, result.http_status = "error", 502
         finally:
             lease.release()
-        state.metrics.observe_shadow(result.outcome)
-        self._record(state, decision, lease, result, mirror_id, tenant, started)
+        self.metrics.observe_shadow(result.outcome)
+        self._record(decision, lease, result, mirror_id, tenant, started)
 
-    @staticmethod
     def _record(
-        state: "GatewayState",
+        self,
         decision: Decision,
         lease: Lease,
         result: RelayResult,
@@ -159,4 +175,4 @@ class ShadowMirrors:
             rollout_id=rollout.id if rollout else None,
         )
         # NOTE: telemetry only: no quota charge, and not a served request in the metrics.
-        state.aggregator.record(rec)
+        self.aggregator.record(rec)
