@@ -16,9 +16,11 @@ Layout (each name a network namespace with its own address on one bridge):
 
 Everything is a `specroute ...` command or `python -m bench.fleet.engine`
 started with `ip netns exec`; `Fleet.close()` stops every process, deletes the
-database, the vhost and the namespaces, and is safe to call twice.
+database, the vhost, the namespaces and the run's directory of logs (kept when
+SPECROUTE_FLEET_KEEP_LOGS is set), and is safe to call twice.
 """
 
+import atexit
 import contextlib
 import os
 import secrets
@@ -119,6 +121,10 @@ class Fleet:
 
     # ---- bring-up ----------------------------------------------------------------
     def start(self) -> "Fleet":
+        # NOTE: also on an interpreter exit that skips the caller's finally (an
+        # uncaught signal turned into SystemExit, a crash in another thread); after a
+        # SIGKILL the next run's sweep_stale removes the namespaces and their processes.
+        atexit.register(self.close)
         try:
             self._start()
         except BaseException:
@@ -454,6 +460,9 @@ class Fleet:
                 ["rabbitmqctl", "-q", "delete_vhost", self._vhost], timeout=60, capture_output=True
             )
             self._vhost = None
+        if not os.environ.get("SPECROUTE_FLEET_KEEP_LOGS"):
+            shutil.rmtree(self.work, ignore_errors=True)
+        atexit.unregister(self.close)
 
     def __enter__(self) -> "Fleet":
         return self.start()
