@@ -142,7 +142,8 @@ class ErrorGuard(BaseModel):
     cusum: CusumResult
     # This stage's error-rate difference (spec - baseline) with its always-valid interval.
     stage: ConfidenceSequence | None
-    # Since the exposure began (error rates do not depend on load), at NONINFERIORITY_ALPHA:
+    # Since the exposure began (error rates do not depend on load), one-sided at
+    # NONINFERIORITY_ALPHA (only its upper end is read):
     # promotion needs its upper end below the margin.
     noninferiority: ConfidenceSequence | None = None
 

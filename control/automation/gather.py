@@ -57,6 +57,7 @@ from control.stats import (
     AcceptanceMonitor,
     ArmPanel,
     BlockEstimate,
+    SpecFlow,
     StatsError,
     build_panel,
     confidence_sequence,
@@ -64,7 +65,6 @@ from control.stats import (
     estimate_acceptance,
     gaussian_cusum,
     monitor_acceptance,
-    projected_spec_load,
 )
 from control.stats.load_model import (
     LoadLine,
@@ -347,7 +347,7 @@ def error_guard(arms: Arms) -> tuple[ErrorGuard | None, list[BlockTuple] | None,
         ),
         # NOTE: the mixture is tightest at the margin, where the bound must land.
         noninferiority=confidence_sequence(
-            blocks, alpha=NONINFERIORITY_ALPHA, mixture_scale=margin
+            blocks, alpha=NONINFERIORITY_ALPHA, mixture_scale=margin, one_sided=True
         ),
     )
     return guard, [_block_tuple(b) for b in blocks], []
@@ -501,15 +501,17 @@ def next_stage_evidence(arms: Arms) -> tuple[NextStage | None, Missing]:
     if load_now is None or e2e[0] == 0:
         return None, [f"{plan.target}: no dispatched spec requests in this stage"]
     spec_latency_s = float(e2e[1] / e2e[0]) / 1000.0
-    load_next = projected_spec_load(
+    lines = arms.lines[E2E_PER_TOKEN]
+    # The spec arm's own line says how its latency grows with the load it will carry.
+    flow = SpecFlow(
         load_now=load_now,
         share_now=plan.share_now,
-        share_next=plan.share_next,
         segment_rate_per_s=plan.segment_rate_per_s,
         spec_latency_s=spec_latency_s,
         spec_workers=arms.spec_workers,
+        log_slope=lines[0].slope if lines is not None else 0.0,
     )
-    lines = arms.lines[E2E_PER_TOKEN]
+    load_next = flow.load_at(plan.share_next)
     readable = None
     if lines is not None:
         low = max(line.readable[0] for line in lines[:2])
@@ -522,9 +524,7 @@ def next_stage_evidence(arms: Arms) -> tuple[NextStage | None, Missing]:
         speedup, missing = stage_comparison(arms, E2E_PER_TOKEN, load_next)
     reachable_share = None
     if readable is not None and load_next > readable[1]:
-        extra_per_share = plan.segment_rate_per_s * spec_latency_s / 100 / max(arms.spec_workers, 1)
-        if extra_per_share > 0:
-            reachable_share = plan.share_now + (readable[1] - load_now) / extra_per_share
+        reachable_share = flow.share_for(readable[1])
     advice = next_stage_advice(
         plan, load_next, speedup, readable, reachable_share, min_samples=arms.t.min_samples
     )

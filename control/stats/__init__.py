@@ -33,12 +33,12 @@ from control.stats.errors import InconsistentCountersError, InsufficientSamplesE
 from control.stats.latency import quantile_from_counts
 from control.stats.matched import (
     MatchedDifference,
+    SpecFlow,
     error_blocks,
     latency_blocks,
     matched_difference,
     matched_quantile_ratio,
     pooled_log_variance,
-    projected_spec_load,
 )
 from control.stats.panel import ArmPanel, build_panel
 from control.stats.sequential import (
@@ -75,6 +75,7 @@ __all__ = [
     "InconsistentCountersError",
     "InsufficientSamplesError",
     "MatchedDifference",
+    "SpecFlow",
     "SprtConfig",
     "SprtDecision",
     "SprtResult",
@@ -103,7 +104,6 @@ __all__ = [
     "monitor_acceptance",
     "operating_characteristic",
     "pooled_log_variance",
-    "projected_spec_load",
     "quantile_from_counts",
     "sprt_acceptance",
     "sprt_test",

@@ -36,8 +36,8 @@ from control.stats import (
     AcceptanceMonitor,
     ConfidenceSequence,
     CusumResult,
+    SpecFlow,
     SprtDecision,
-    projected_spec_load,
 )
 from tests.control.automation.scenario import threshold_row
 
@@ -269,14 +269,13 @@ def test_a_shadow_projects_to_the_canarys_first_stage() -> None:
         target=CANARY_FIRST_STAGE, share_now=4.5, share_next=25.0, segment_rate_per_s=40.0
     )
     # Little's law: 20.5 % more of 40 req/s, each 0.5 s on one of 2 workers.
-    load = projected_spec_load(
+    load = SpecFlow(
         load_now=0.3,
         share_now=plan.share_now,
-        share_next=plan.share_next,
         segment_rate_per_s=plan.segment_rate_per_s,
         spec_latency_s=0.5,
         spec_workers=2,
-    )
+    ).load_at(plan.share_next)
     assert load == pytest.approx(0.3 + 0.205 * 40.0 * 0.5 / 2)  # 2.35
     # A shadow at least as wide as the first stage is judged at the load it measured.
     wide = load_plan(
@@ -287,14 +286,13 @@ def test_a_shadow_projects_to_the_canarys_first_stage() -> None:
         seconds=100.0,
     )
     assert (wide.share_now, wide.share_next, wide.segment_rate_per_s) == (10.0, 1.0, 10.0)
-    assert projected_spec_load(
+    assert SpecFlow(
         load_now=0.4,
         share_now=wide.share_now,
-        share_next=wide.share_next,
         segment_rate_per_s=wide.segment_rate_per_s,
         spec_latency_s=2.0,
         spec_workers=1,
-    ) == pytest.approx(0.4)
+    ).load_at(wide.share_next) == pytest.approx(0.4)
     # A canary's next stage counts both arms' requests; before full, the holdout stays.
     canary = load_plan(
         _rollout(RolloutState.RAMPING, 50.0, [1.0, 50.0, 100.0]),

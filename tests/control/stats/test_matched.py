@@ -2,6 +2,7 @@
 
 import itertools
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -11,14 +12,15 @@ from bench.decisions.traffic import ArmModel, TrafficModel, sample_arm
 from bench.decisions.windows import window_of
 from control.contract import Arm
 from control.stats import (
+    SpecFlow,
     build_panel,
     error_blocks,
     latency_blocks,
     matched_difference,
     matched_quantile_ratio,
     pooled_log_variance,
-    projected_spec_load,
 )
+from control.stats.matched import PROJECTION_CEILING
 from control.stats.panel import N_STRATA, ArmPanel, empty_panel, window_arrays
 from tests.control.stats.simulate import window_row
 
@@ -152,13 +154,41 @@ def test_matched_quantile_reweights_the_baseline_to_the_spec_load_mix() -> None:
 
 
 def test_projection_adds_the_next_stage_share_through_littles_law() -> None:
-    load = projected_spec_load(
+    load = SpecFlow(
         load_now=0.5,
         share_now=5.0,
-        share_next=25.0,
         segment_rate_per_s=100.0,
         spec_latency_s=0.8,
         spec_workers=4,
-    )
+    ).load_at(25.0)
     # 20 % of 100 req/s more, each in flight 0.8 s, over 4 workers: +4 per worker.
     assert load == pytest.approx(4.5)
+
+
+def test_projection_follows_the_spec_arms_own_latency_growth() -> None:
+    flow = SpecFlow(
+        load_now=0.5,
+        share_now=50.0,
+        segment_rate_per_s=200.0,
+        spec_latency_s=0.1,
+        spec_workers=8,
+        log_slope=0.2,
+    )
+    load = flow.load_at(90.0)
+    # The fixed point: in flight at 90 % with the latency the line gives at that load.
+    latency = 0.1 * math.exp(0.2 * (load - 0.5))
+    assert load == pytest.approx(0.5 + (180.0 * latency - 100.0 * 0.1) / 8, abs=1e-5)
+    flat = SpecFlow(
+        load_now=0.5, share_now=50.0, segment_rate_per_s=200.0, spec_latency_s=0.1, spec_workers=8
+    )
+    assert flat.load_at(90.0) == pytest.approx(1.5)  # 80 req/s more x 0.1 s / 8
+    assert load > flat.load_at(90.0) + 0.1
+    # A latency that falls with load is read as flat, never as a smaller load.
+    assert replace(flow, log_slope=-0.5).load_at(90.0) == pytest.approx(1.5)
+    # The inverse: the share that brings that load.
+    assert flow.share_for(load) == pytest.approx(90.0, abs=1e-3)
+    assert flow.share_for(0.5) == pytest.approx(50.0)
+    # A smaller share keeps today's load; a queue that never settles hits the ceiling.
+    assert flow.load_at(25.0) == 0.5
+    assert replace(flow, log_slope=3.0).load_at(90.0) == PROJECTION_CEILING
+    assert replace(flow, segment_rate_per_s=0.0).share_for(1.0) is None

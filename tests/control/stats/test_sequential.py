@@ -13,7 +13,7 @@ from control.stats import (
     gaussian_cusum,
     mixture_radius,
 )
-from control.stats.sequential import llr_cusum
+from control.stats.sequential import llr_cusum, one_sided_mixture_radius
 
 
 def _blocks(estimates: np.ndarray, variance: float) -> list[BlockEstimate]:
@@ -132,3 +132,34 @@ def test_confidence_sequence_is_inverse_variance_weighted_and_covers_always() ->
         # Looked at after every block: one miss anywhere counts.
         misses += bool(np.any(np.abs(centre - truth) > radius))
     assert misses / runs <= alpha
+
+
+def test_one_sided_bound_holds_its_level_ever_and_is_narrower() -> None:
+    alpha, rho = 0.05, 0.01
+    for info in (1e3, 3e4, 3e5, 1e7):
+        one, two = one_sided_mixture_radius(info, alpha, rho), mixture_radius(info, alpha, rho)
+        # Between the two-sided radius at 2 alpha (about) and at alpha.
+        assert mixture_radius(info, 2 * alpha, rho) * 0.99 <= one < two
+    assert one_sided_mixture_radius(0.0, alpha, rho) == math.inf
+    # The half-normal mixture at the radius equals 1 / alpha (the closed form).
+    info = 3e5
+    s = info * one_sided_mixture_radius(info, alpha, rho)
+    r = rho**2 * info
+    z = rho * s / math.sqrt(1 + r)
+    value = 2 / math.sqrt(1 + r) * math.exp(z * z / 2) * 0.5 * math.erfc(-z / math.sqrt(2))
+    assert value == pytest.approx(1 / alpha, rel=1e-6)
+
+    # Looked at after every block, the upper end ever falls below the truth at most
+    # alpha of the time (a non-inferiority pass of a pair exactly at the margin).
+    rng = np.random.default_rng(11)
+    runs, looks, truth, variance = 4000, 300, 0.01, 4e-4
+    info_path = np.arange(1, looks + 1) / variance
+    radius = np.array([one_sided_mixture_radius(float(i), alpha, rho) for i in info_path])
+    estimates = rng.normal(truth, math.sqrt(variance), (runs, looks))
+    centre = np.cumsum(estimates, axis=1) / np.arange(1, looks + 1)
+    misses = float(np.mean(np.any(centre + radius < truth, axis=1)))
+    assert 0.005 < misses <= alpha  # near its level, never above
+    blocks = [BlockEstimate(0.004, 1e-5, 0, 0)]
+    cs = confidence_sequence(blocks, alpha=alpha, mixture_scale=rho, one_sided=True)
+    assert cs is not None and cs.one_sided
+    assert cs.upper - cs.estimate == pytest.approx(one_sided_mixture_radius(1e5, alpha, rho))
