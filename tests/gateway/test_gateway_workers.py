@@ -6,12 +6,13 @@ the telemetry windows control stores count each request once, under one gateway 
 per process. `--workers 2` without a shared quota store refuses to start.
 """
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,15 +20,19 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from bench.fake_upstream import FakeUpstream
+from bench.hostile.quota_fleet import burst, fake_engine, fleet_snapshot, new_tenant
 from control.db import Database
 from control.models import TelemetryBatchRow, TelemetryWindowRow
 from control.settings import ControlSettings
 from gateway.metrics import forget_dead_processes
 from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
+from tests.fixtures.services import REDIS_URL, require_redis
 from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
 from tests.gateway.server import free_port, serve_app
 
@@ -35,6 +40,7 @@ SPECROUTE = str(Path(sys.executable).parent / "specroute")
 AUTH = {"Authorization": f"Bearer {TENANT_KEY}"}
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 N = 48
+BUDGET = 2000  # weighted tokens/min: 100 requests of 20 completion tokens
 
 
 @pytest.fixture
@@ -201,4 +207,72 @@ def test_a_dead_workers_live_gauges_leave_the_sums_and_its_counters_stay(tmp_pat
     assert forget_dead_processes(tmp_path) == [dead.pid]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [f"counter_{dead.pid}.db", f"gauge_livesum_{me}.db"]
+    )
+
+
+@pytest.mark.redis
+def test_two_processes_share_a_tenants_budget_through_redis(tmp_path: Path) -> None:
+    require_redis()
+    tenant = new_tenant()
+    metrics_dir = tmp_path / "metrics"
+    with fake_engine() as engine_url:
+        snapshot = tmp_path / "snapshot.json"
+        snapshot.write_text(fleet_snapshot(engine_url, [tenant], BUDGET).model_dump_json())
+        env = os.environ | {
+            "SPECROUTE_GATEWAY_SNAPSHOT_FILE": str(snapshot),
+            "SPECROUTE_GATEWAY_REDIS_URL": REDIS_URL,
+            # Redis is healthy here; on a busy machine its answers can take more than
+            # the default 0.1 s, which would put a process in its local fallback (a
+            # different bound, tested in test_quota_fleet.py).
+            "SPECROUTE_GATEWAY_QUOTA_REDIS_TIMEOUT_S": "5",
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+        }
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen(
+            [SPECROUTE, "gateway", "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60.0
+            while len(list(metrics_dir.glob("counter_*.db"))) < 2:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+            while httpx.get(f"{url}/readyz", timeout=2.0).status_code != 200:
+                time.sleep(0.1)
+            # 300 requests of 20 tokens on many connections, against 100 requests' budget.
+            result = asyncio.run(burst([url], tenant, requests=300, budget=BUDGET))
+            text = httpx.get(url + "/metrics", timeout=5.0).text
+            per_process = [
+                _requests_in(MultiProcessCollector.merge([str(f)], accumulate=False))
+                for f in sorted(metrics_dir.glob("counter_*.db"))
+            ]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+    assert result.other == {}, result
+    assert result.store_failures == 0, result
+    assert result.ok + result.refused == 300
+    # One budget for both processes, as for replicas: not one each.
+    assert result.admitted_tokens == BUDGET, result
+    assert all(n > 0 for n in per_process) and sum(per_process) == 300, per_process
+    statuses = {
+        s.labels["status"]: s.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "specroute_gateway_requests"
+        for s in family.samples
+        if s.name == "specroute_gateway_requests_total"
+    }
+    assert statuses == {"200": result.ok, "429": result.refused}
+
+
+def _requests_in(families: Iterable[Metric]) -> float:
+    return sum(
+        s.value
+        for family in families
+        if family.name == "specroute_gateway_requests"
+        for s in family.samples
+        if s.name == "specroute_gateway_requests_total"
     )
