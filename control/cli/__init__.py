@@ -11,6 +11,11 @@ The groups this distribution declares are also listed in `OWN_GROUPS` (a test
 keeps it equal to pyproject.toml's), so running one of them needs no scan of
 every installed package's metadata (importlib.metadata costs ~0.1 s); the
 entry points are read for the full listing and for names not in the table.
+
+Usage errors (an unknown option or command, a bad choice, a missing argument, a
+value that is not a number) are one line on stderr with exit 2, for every
+sub-command: `LazyGroup` turns click's three lines (Usage / Try / Error) into
+`error: No such option: --bogus (try 'specroute admin pool list --help')`.
 """
 
 import ast
@@ -18,10 +23,12 @@ from functools import cache
 from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, NamedTuple
+from types import TracebackType
+from typing import IO, Any, NamedTuple
 
 import typer
-from typer._click import Command, Context, HelpFormatter  # typer 0.29 vendors click
+from typer._click import Command, Context, HelpFormatter, echo  # typer 0.29 vendors click
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command
 
@@ -102,6 +109,47 @@ def load_command(name: str, ep: Group) -> Command:
     return lighten(command)
 
 
+def _context_of(error: UsageError) -> Context | None:
+    """The context of the command whose arguments were wrong. click's parser raises
+    some errors without one (`Option '--x' requires an argument.`); the innermost
+    frame that had a `ctx` (the failing command's parse_args) names it then."""
+    if error.ctx is not None:
+        return error.ctx
+    found: Context | None = None
+    tb: TracebackType | None = error.__traceback__
+    while tb is not None:
+        ctx = tb.tb_frame.f_locals.get("ctx")
+        if isinstance(ctx, Context):
+            found = ctx
+        tb = tb.tb_next
+    return found
+
+
+class UsageLine(UsageError):
+    """A usage error shown as one line: `error: MESSAGE (try 'COMMAND --help')`."""
+
+    def __init__(self, error: UsageError) -> None:
+        super().__init__(error.message, _context_of(error))
+        self.exit_code = error.exit_code
+        self.error = error
+
+    def format_message(self) -> str:
+        return " ".join(self.error.format_message().split())
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        hint = ""
+        if self.ctx is not None and self.ctx.command.get_help_option(self.ctx) is not None:
+            hint = f" (try '{self.ctx.command_path} {self.ctx.help_option_names[0]}')"
+        echo(f"error: {self.format_message()}{hint}", file=file, err=True)
+
+
+def _one_line(error: UsageError) -> UsageError:
+    # A group run without a command prints its help (NoArgsIsHelpError): not one line.
+    if isinstance(error, NoArgsIsHelpError | UsageLine):
+        return error
+    return UsageLine(error)
+
+
 class LazyGroup(TyperGroup):
     """Imports a command group only when it is invoked (or its own help is asked).
     While the top-level help is rendered, each group is a placeholder carrying the
@@ -111,7 +159,17 @@ class LazyGroup(TyperGroup):
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         lighten(self, ctx)  # the root's own options (help, completion), before they convert
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as error:
+            raise _one_line(error) from error
+
+    def invoke(self, ctx: Context) -> Any:
+        """Runs the sub-command; its usage errors (and its sub-commands') as one line."""
+        try:
+            return super().invoke(ctx)
+        except UsageError as error:
+            raise _one_line(error) from error
 
     def list_commands(self, ctx: Context) -> list[str]:
         return sorted(_groups())
