@@ -11,9 +11,12 @@ member for one of its values, through typer's own choice matching) and hands any
 other value to typer's adapter, so typer's conversions and error messages stay
 the only ones.
 
-It uses typer's private runtime-parameter hook (`_TyperParameter._runtime_param`);
-with a typer that has none, `lighten` does nothing and typer converts as it always
-did (slower to start, nothing else changes).
+It uses typer's private runtime-parameter hook (`_TyperParameter._runtime_param`,
+`typer._coercion`), which is why pyproject.toml pins typer to the minor range it
+was tested with. With a typer whose hook is not the one described here (`PROBLEM`
+says what is missing), `lighten` does nothing and typer converts as it always did
+(slower to start, nothing else changes); tests/control/cli/test_typer_hook.py fails
+then, naming the missing part.
 """
 
 from dataclasses import dataclass
@@ -22,14 +25,39 @@ from typing import Any
 
 from typer._click import Command, Context
 
-try:
+
+def _problem() -> str | None:
+    """What this module needs from typer and the installed one lacks; None: nothing."""
+    try:
+        from typer import _coercion, _param_types, core
+    except ImportError as exc:
+        return f"typer has no {exc.name}"
+    needs = {
+        "typer._coercion.RuntimeParam": getattr(_coercion, "RuntimeParam", None),
+        "typer._coercion.TypeDescriptor": getattr(_coercion, "TypeDescriptor", None),
+        "typer._coercion.build_runtime_param": getattr(_coercion, "build_runtime_param", None),
+        "typer._param_types.coerce_cli_choice": getattr(_param_types, "coerce_cli_choice", None),
+        "typer.core._TyperParameter": getattr(core, "_TyperParameter", None),
+    }
+    missing = [name for name, found in needs.items() if found is None]
+    if missing:
+        return "typer lacks " + ", ".join(missing)
+    annotated = getattr(core._TyperParameter, "__annotations__", {})
+    for attr in ("_runtime_param", "type_descriptor"):
+        if attr not in annotated:
+            return f"typer.core._TyperParameter declares no {attr}"
+    fields = set(getattr(_coercion.RuntimeParam, "__dataclass_fields__", {}))
+    if not {"parameter_info", "annotation"} <= fields:
+        return f"typer._coercion.RuntimeParam's fields are {sorted(fields)}"
+    return None
+
+
+PROBLEM = _problem()
+_HOOKED = PROBLEM is None
+if _HOOKED:
     from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
     from typer._param_types import coerce_cli_choice
     from typer.core import _TyperParameter
-
-    _HOOKED = True
-except ImportError:  # another typer: keep its own conversion
-    _HOOKED = False
 
 
 if _HOOKED:
