@@ -22,7 +22,8 @@ from enum import StrEnum
 import numpy as np
 from numpy.typing import NDArray
 
-from bench.decisions.traffic import (
+from control.contract import PoolSnapshot, WorkerSpec
+from control.simulation.traffic import (
     ArmModel,
     ArmRequests,
     Draws,
@@ -32,7 +33,6 @@ from bench.decisions.traffic import (
     draw_requests,
     take,
 )
-from control.contract import PoolSnapshot, WorkerSpec
 from gateway.routing.balancer import Balancer, Lease
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from bench.decisions.dispatch import BalancedPools, Dispatch, Group
 from bench.decisions.scenarios import Expect, Scenario
-from bench.decisions.traffic import (
+from control.simulation.traffic import (
     MAX_LOAD,
     ArmModel,
     TrafficModel,

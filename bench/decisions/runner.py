@@ -27,17 +27,18 @@ from sqlalchemy import select
 from bench.decisions.dispatch import BalancedPools, Dispatch, Group
 from bench.decisions.judge import Flip, RunResult, drifted, judge
 from bench.decisions.scenarios import Scenario, Trigger
-from bench.decisions.traffic import ArmModel, per_worker_load, sample_arm
-from bench.decisions.windows import window_of
 from control.automation.celery_app import AutomationCelery
 from control.automation.tasks import task_name
 from control.clock import use_clock
 from control.contract import EXPOSING_STATES, Arm, RolloutState, TelemetryBatch, WorkerHeartbeat
 from control.db import Database
-from control.models import Decision, Pair, PairVersion, Pool, Rollout, Segment, ThresholdSet
+from control.models import Decision, Rollout, ThresholdSet
 from control.rollouts.gates import StageGate
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
+from control.simulation.rollout import seed_rollout
+from control.simulation.traffic import ArmModel, per_worker_load, sample_arm
+from control.simulation.windows import window_of
 from control.telemetry.service import ingest_batch
 from control.workers.service import record_heartbeat
 
@@ -94,59 +95,22 @@ class _Run:
         s = self.scenario
         tag = uuid.uuid4().hex[:10]
         with self.database.session() as session:
-            pair = Pair(name=f"sim-{tag}")
-            session.add(pair)
-            session.flush()
-            version = PairVersion(
-                pair_id=pair.id,
-                version=1,
-                method="draft_model",
-                target_ref="sim-target",
-                target_digest="0" * 64,
-                draft_ref="sim-draft",
-                draft_digest="1" * 64,
-                num_speculative_tokens=s.traffic.k,
-                tokenizer_hash="2" * 64,
-                engine_version="sim",
-            )
-            session.add(version)
-            session.flush()
-            spec = Pool(
-                name=f"spec-{tag}",
-                served_model_name="sim",
-                target_ref="sim-target",
-                pair_version_id=version.id,
-            )
-            baseline = Pool(name=f"base-{tag}", served_model_name="sim", target_ref="sim-target")
-            segment = Segment(name=f"seg-{tag}", selector={})
             thresholds = ThresholdSet(name=f"t-{tag}", version=1, **s.thresholds)
-            session.add_all([spec, baseline, segment, thresholds])
-            session.flush()
-            rollout = Rollout(
-                name=f"r-{tag}",
-                segment_id=segment.id,
-                pair_version_id=version.id,
-                spec_pool_id=spec.id,
-                baseline_pool_id=baseline.id,
-                threshold_set_id=thresholds.id,
-                stages=list(s.stages),
-                cohort_salt=tag,
-            )
-            session.add(rollout)
-            session.flush()
-            transition_rollout(
+            seeded = seed_rollout(
                 session,
-                rollout.id,
-                RolloutAction.START,
-                expected_version=rollout.version,
+                tag=tag,
+                pair_name=f"sim-{tag}",
+                model="sim",
+                k=s.traffic.k,
+                engine_version="sim",
+                thresholds=thresholds,
+                stages=list(s.stages),
                 actor="admin:simulation",
                 reason="start canary",
-                evidence=None,
-                task_id=None,
-                kind=None,
                 # The scenarios judge canaries: the offline and shadow stages are waived.
                 waive=frozenset(StageGate),
             )
+            rollout = seeded.rollout
             while self.start_full and rollout.state != RolloutState.FULL.value:
                 # An admin promotes stage by stage to full before any traffic: the
                 # monitors after full are judged whatever the canary's verdicts.
@@ -161,8 +125,8 @@ class _Run:
                     task_id=None,
                     kind=None,
                 )
-            self.rollout_id, self.segment_id = rollout.id, segment.id
-            self.pair_version_id, self.spec_pool_id = version.id, spec.id
+            self.rollout_id, self.segment_id = rollout.id, seeded.segment_id
+            self.pair_version_id, self.spec_pool_id = seeded.pair_version_id, seeded.spec_pool_id
             self.holdout = thresholds.holdout_percentage
         if self.dispatch is Dispatch.BALANCER:
             traffic = s.traffic

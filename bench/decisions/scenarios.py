@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from bench.decisions.traffic import ArmModel, TrafficModel
+from control.simulation.traffic import ArmModel, TrafficModel
 
 README_THRESHOLDS: dict[str, Any] = {
     "min_acceptance_rate": 0.3,

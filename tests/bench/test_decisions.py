@@ -19,10 +19,10 @@ from bench.decisions.judge import Flip, RunResult, oracle_max_stage
 from bench.decisions.runner import run_scenario
 from bench.decisions.scenarios import CATALOGS, Scenario
 from bench.decisions.suite import simulation_app, summarize
-from bench.decisions.traffic import sample_arm
-from bench.decisions.windows import window_of
 from control.automation.celery_app import AutomationCelery
 from control.contract import HISTOGRAM_FIELDS, SLICE_HISTOGRAM_FIELDS, Arm
+from control.simulation.traffic import sample_arm
+from control.simulation.windows import window_of
 from gateway.telemetry import RequestRecord, TelemetryAggregator
 
 T0 = 1_700_000_000

@@ -19,10 +19,10 @@ from bench.decisions.judge import Flip, RunResult, drift_crossing, judge, oracle
 from bench.decisions.runner import run_scenario
 from bench.decisions.scenarios import BY_NAME, FLEET, with_workers
 from bench.decisions.suite import simulation_app, summarize
-from bench.decisions.traffic import sample_arm
-from bench.decisions.windows import window_of
 from control.automation.celery_app import AutomationCelery
 from control.contract import Arm, TelemetryWindow
+from control.simulation.traffic import sample_arm
+from control.simulation.windows import window_of
 from gateway.routing.balancer import Balancer
 
 # 4 workers, ~4 requests in flight on each (about 160 requests/s of 0.12 s).

@@ -9,19 +9,13 @@ import numpy as np
 from celery import Celery
 from sqlalchemy import select
 
-from bench.decisions.traffic import ArmModel, TrafficModel, sample_arm
-from bench.decisions.windows import window_of
 from control.automation.tasks import task_name
 from control.contract import Arm, TelemetryBatch, WorkerHeartbeat
 from control.db import Database
 from control.models import (
     AuditEvent,
     Decision,
-    Pair,
-    PairVersion,
-    Pool,
     Rollout,
-    Segment,
     TelemetryWindowRow,
     ThresholdSet,
     utcnow,
@@ -29,6 +23,9 @@ from control.models import (
 from control.rollouts.gates import StageGate
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
+from control.simulation.rollout import seed_rollout
+from control.simulation.traffic import ArmModel, TrafficModel, sample_arm
+from control.simulation.windows import window_of
 from control.telemetry.service import ingest_batch
 from control.thresholds.schemas import ThresholdValues
 from control.workers.service import record_heartbeat
@@ -89,61 +86,29 @@ def create_rollout(
     pools, segment."""
     tag = uuid.uuid4().hex[:8]
     with database.session() as s:
-        pair = Pair(name=f"pair-{tag}")
-        s.add(pair)
-        s.flush()
-        version = PairVersion(
-            pair_id=pair.id,
-            version=1,
-            method="draft_model",
-            target_ref="tiny-target",
-            target_digest="0" * 64,
-            draft_ref="tiny-draft",
-            draft_digest="1" * 64,
-            num_speculative_tokens=K,
-            tokenizer_hash="2" * 64,
-            engine_version="0.32.0",
-        )
-        s.add(version)
-        s.flush()
-        spec = Pool(
-            name=f"spec-{tag}",
-            served_model_name="tiny",
-            target_ref="tiny-target",
-            pair_version_id=version.id,
-        )
-        baseline = Pool(name=f"base-{tag}", served_model_name="tiny", target_ref="tiny-target")
-        segment = Segment(name=f"seg-{tag}", selector={})
-        thresholds = threshold_row(f"t-{tag}", **threshold_overrides)
-        s.add_all([spec, baseline, segment, thresholds])
-        s.flush()
-        rollout = Rollout(
-            name=f"r-{tag}",
-            segment_id=segment.id,
-            pair_version_id=version.id,
-            spec_pool_id=spec.id,
-            baseline_pool_id=baseline.id,
-            threshold_set_id=thresholds.id,
-            stages=list(stages),
-            cohort_salt=tag,
-        )
-        s.add(rollout)
-        s.flush()
-        transition_rollout(
+        seeded = seed_rollout(
             s,
-            rollout.id,
-            RolloutAction.START,
-            expected_version=rollout.version,
+            tag=tag,
+            pair_name=f"pair-{tag}",
+            model="tiny",
+            k=K,
+            engine_version="0.32.0",
+            thresholds=threshold_row(f"t-{tag}", **threshold_overrides),
+            stages=list(stages),
             actor=ADMIN,
             reason="start shadow" if shadow else "start canary",
-            evidence=None,
-            task_id=None,
-            kind=None,
             # The scenarios judge shadows and canaries: the offline stage is waived, and
             # the shadow too unless the scenario judges it.
             waive=frozenset({StageGate.OFFLINE_EVALUATION}) if shadow else frozenset(StageGate),
         )
-        return Setup(rollout.id, segment.id, version.id, spec.id, baseline.id, thresholds.id)
+        return Setup(
+            seeded.rollout.id,
+            seeded.segment_id,
+            seeded.pair_version_id,
+            seeded.spec_pool_id,
+            seeded.baseline_pool_id,
+            seeded.threshold_set_id,
+        )
 
 
 def batch(
@@ -157,7 +122,7 @@ def batch(
     spec_error_rate: float = 0.0,
 ) -> TelemetryBatch:
     """A gateway's batch: a spec and a baseline window of `requests` simulated requests each
-    (see bench.decisions.traffic), starting now."""
+    (see control.simulation.traffic), starting now."""
     start = utcnow()
     models = {
         Arm.SPEC: ArmModel(

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from bench.decisions.traffic import ArmModel, TrafficModel, sample_arm
-from bench.decisions.windows import window_of
 from control.contract import Arm
+from control.simulation.traffic import ArmModel, TrafficModel, sample_arm
+from control.simulation.windows import window_of
 from control.stats import (
     SpecFlow,
     build_panel,

@@ -6,7 +6,7 @@ log-normal per-request factor and, with `stall_probability`, a classic
 Pareto(`stall_alpha`) stall factor; TTFT the same with its own slope and spread;
 output length uniform. `draw_requests` draws everything that does not depend on
 the load (vectorised), `at_load` completes the requests once each one's load at
-dispatch is known: from the gateway's balancer (dispatch.py), or, in
+dispatch is known: from the gateway's balancer (bench/decisions/dispatch.py), or, in
 `sample_arm` (random dispatch), Poisson around the per-worker concurrency rho,
 the fixed point of Little's law rho = (arm rate / workers) * E[end-to-end
 latency at rho]. Bursty delivery: a share of streams arrives in one burst at the

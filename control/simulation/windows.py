@@ -14,7 +14,6 @@ from datetime import datetime
 import numpy as np
 from numpy.typing import NDArray
 
-from bench.decisions.traffic import ArmRequests
 from control.contract import (
     LATENCY_BUCKETS_MS,
     LOAD_BUCKET_EDGES,
@@ -25,6 +24,7 @@ from control.contract import (
     RequestAcceptance,
     TelemetryWindow,
 )
+from control.simulation.traffic import ArmRequests
 
 _EDGES = np.asarray(LATENCY_BUCKETS_MS, dtype=np.float64)
 _LOAD_EDGES = np.asarray(LOAD_BUCKET_EDGES, dtype=np.int64)
