@@ -70,6 +70,7 @@ class AcceptanceMonitor(BaseModel):
 
 def design_effect(sums: NDArray[np.int64]) -> float:
     """deff of the per-request acceptance moments [ACCEPTANCE_FIELDS] (1 when undefined)."""
+    assert sums.shape == (len(ACCEPTANCE_FIELDS),), sums.shape
     n, judged, accepted = int(sums[_REQUESTS]), float(sums[_JUDGED]), float(sums[_ACCEPTED])
     if n < 2 or judged <= 0:
         return 1.0
@@ -98,6 +99,7 @@ def monitor_acceptance(
     config.min_trials is the minimum number of *requests* before accepting H0.
     """
     moments = panel.acceptance  # [T, fields]
+    assert moments.shape == (panel.slots, len(ACCEPTANCE_FIELDS)), moments.shape
     totals = moments.sum(axis=0)  # [fields]
     deff = design_effect(totals)
     increments: list[float] = []

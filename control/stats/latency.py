@@ -46,6 +46,7 @@ def _interpolated_quantile(
     upper: NDArray[np.float64],
 ) -> NDArray[np.float64]:
     """counts: [..., k] over buckets spanning (lower[j], upper[j]]; returns [...]."""
+    assert lower.shape == upper.shape == counts.shape[-1:], (lower.shape, counts.shape)
     c = counts.astype(np.float64)  # [..., k]
     cum = np.cumsum(c, axis=-1)  # [..., k]
     target = q * cum[..., -1:]  # [..., 1]

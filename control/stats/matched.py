@@ -110,8 +110,14 @@ def latency_blocks(
     exposure would mix a latency that changed over time (a regression, a new stage)
     into the spread and blunt the very change the monitor looks for.
     """
+    assert spec.slots == baseline.slots and 0 <= first <= spec.slots, (
+        spec.slots,
+        baseline.slots,
+        first,
+    )
     spec_m = spec.moments[first:, :, metric]  # [T, N_STRATA, 3]
     base_m = baseline.moments[first:, :, metric]  # [T, N_STRATA, 3]
+    assert spec_m.shape == base_m.shape and spec_m.shape[1:] == (N_STRATA, 3), spec_m.shape
     bounds = _block_bounds(spec_m[:, :, 0], base_m[:, :, 0], min_requests, min_bucket)
     if not bounds:
         return []
@@ -142,6 +148,10 @@ def _block_bounds(
 ) -> list[tuple[int, int]]:
     """(first, last) slots of each complete block: the fewest consecutive slots holding
     >= min_requests matched requests per arm. spec_n, base_n: [T, N_STRATA] counts."""
+    assert spec_n.shape == base_n.shape and spec_n.shape[1:] == (N_STRATA,), (
+        spec_n.shape,
+        base_n.shape,
+    )
     eligible = min_bucket <= _LOAD_INDEX
     bounds: list[tuple[int, int]] = []
     acc_s = np.zeros(N_STRATA)
@@ -162,6 +172,7 @@ def _block_bounds(
 def _block_variances(blocks: NDArray[np.float64], fallback: float) -> NDArray[np.float64]:
     """Each block's pooled within-bucket log variance; `fallback` below _BLOCK_MIN_DOF.
     blocks: [B, N_STRATA, 3] -> [B]."""
+    assert blocks.ndim == 3 and blocks.shape[1:] == (N_STRATA, 3), blocks.shape
     n, s1, s2 = blocks[:, :, 0], blocks[:, :, 1], blocks[:, :, 2]
     filled = n > 0
     within = np.where(filled, s2 - s1**2 / np.where(filled, n, 1.0), 0.0).sum(axis=1)
@@ -180,6 +191,11 @@ def error_blocks(
     NOTE: per arm, not pooled: at `full` the small holdout's rate is the noisy term, and a
     pooled rate dominated by the spec arm would misstate it.
     """
+    assert spec.slots == baseline.slots and 0 <= first <= spec.slots, (
+        spec.slots,
+        baseline.slots,
+        first,
+    )
     spec_rate = _smoothed_rate(spec, first)
     base_rate = _smoothed_rate(baseline, first)
     blocks: list[BlockEstimate] = []
@@ -210,6 +226,11 @@ def matched_quantile_ratio(
 ) -> tuple[float, float] | None:
     """(spec, baseline) quantile q at matched load: the baseline's per-bucket histograms are
     reweighted to the spec arm's load mix. counts: [N_STRATA, buckets]."""
+    # spec_counts, baseline_counts: [N_STRATA, buckets]
+    assert spec_counts.shape == baseline_counts.shape and spec_counts.shape[0] == N_STRATA, (
+        spec_counts.shape,
+        baseline_counts.shape,
+    )
     ns = spec_counts.sum(axis=1).astype(np.float64)  # [N_STRATA]
     nb = baseline_counts.sum(axis=1).astype(np.float64)  # [N_STRATA]
     matched = (ns > 0) & (nb > 0) & (min_bucket <= _LOAD_INDEX)

@@ -96,6 +96,20 @@ class ArmPanel:
     # Per load stratum: dispatched requests and the sum of their loads at dispatch.
     strata_load: NDArray[np.float64]  # [T, N_STRATA, 2]
 
+    def __post_init__(self) -> None:
+        t = self.requests.shape
+        assert len(t) == 1, t
+        for name in ("errors", "drafts", "drafted_tokens", "accepted_tokens"):
+            assert getattr(self, name).shape == t, (name, getattr(self, name).shape, t)
+        assert self.accepted_per_position.ndim == 2, self.accepted_per_position.shape
+        assert self.e2e_ms.shape == (*t, 2), self.e2e_ms.shape
+        assert self.load.shape == (*t, len(LOAD_FIELDS)), self.load.shape
+        assert self.acceptance.shape == (*t, len(ACCEPTANCE_FIELDS)), self.acceptance.shape
+        assert self.moments.shape == (*t, N_STRATA, N_METRICS, 3), self.moments.shape
+        assert self.counts.shape == (*t, N_STRATA, N_METRICS, N_BUCKETS), self.counts.shape
+        assert self.strata_load.shape == (*t, N_STRATA, 2), self.strata_load.shape
+        assert self.accepted_per_position.shape[0] == t[0], self.accepted_per_position.shape
+
     @property
     def slots(self) -> int:
         return int(self.requests.shape[0])
