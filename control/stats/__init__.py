@@ -7,11 +7,11 @@ numbers a decision row stores as evidence (`.model_dump(mode="json")`).
 - `windows`: add telemetry windows of one arm together.
 - `acceptance`: per-position acceptance, pooled alpha, tokens per pass, speedup.
 - `sprt`: Wald's sequential test of acceptable vs unacceptable acceptance.
-- `latency`: quantiles of latency histograms.
 - `depth`: the speculative length with the best expected speedup.
 - `sequential`: CUSUM and confidence sequences, valid under repeated looks.
 - `panel`: one arm's windows as arrays over time slots (load buckets, log moments).
-- `matched`: load-matched latency and error blocks, matched quantiles, load projection.
+- `load_model`: each arm's latency as a line over load; blocks compared at one load.
+- `matched`: error-rate blocks and the spec pool's load projection.
 - `acceptance_monitor`: the SPRT with the request as unit (design effect) and a CUSUM.
 """
 
@@ -30,16 +30,7 @@ from control.stats.acceptance import (
 from control.stats.acceptance_monitor import AcceptanceMonitor, design_effect, monitor_acceptance
 from control.stats.depth import DepthAdvice, DepthRow, advise_depth, cost_ratio_from_speedup
 from control.stats.errors import InconsistentCountersError, InsufficientSamplesError, StatsError
-from control.stats.latency import quantile_from_counts
-from control.stats.matched import (
-    MatchedDifference,
-    SpecFlow,
-    error_blocks,
-    latency_blocks,
-    matched_difference,
-    matched_quantile_ratio,
-    pooled_log_variance,
-)
+from control.stats.matched import SpecFlow, error_blocks
 from control.stats.panel import ArmPanel, build_panel
 from control.stats.sequential import (
     BlockEstimate,
@@ -74,7 +65,6 @@ __all__ = [
     "DepthRow",
     "InconsistentCountersError",
     "InsufficientSamplesError",
-    "MatchedDifference",
     "SpecFlow",
     "SprtConfig",
     "SprtDecision",
@@ -97,14 +87,9 @@ __all__ = [
     "expected_tokens_per_pass",
     "expected_tokens_per_pass_iid",
     "gaussian_cusum",
-    "latency_blocks",
-    "matched_difference",
-    "matched_quantile_ratio",
     "mixture_radius",
     "monitor_acceptance",
     "operating_characteristic",
-    "pooled_log_variance",
-    "quantile_from_counts",
     "sprt_acceptance",
     "sprt_test",
     "wald_expected_trials",

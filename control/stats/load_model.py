@@ -47,7 +47,6 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import NDArray
 
-from control.stats.matched import MIN_LOG_VARIANCE
 from control.stats.panel import BUCKET_MIDPOINTS, N_LOAD, UNKNOWN_LOAD, ArmPanel
 from control.stats.sequential import BlockEstimate
 
@@ -67,6 +66,9 @@ MIN_REACH = 2.0
 # The observed range: the loads between these request-weighted quantiles.
 RANGE_QUANTILES = (0.025, 0.975)
 _BLOCK_MIN_DOF = 5
+# NOTE: a floor on per-request log-latency variance: no two real requests take
+# exactly the same time, and a zero would make a block's variance zero.
+MIN_LOG_VARIANCE = 1e-4
 _MID = np.asarray(BUCKET_MIDPOINTS, dtype=np.float64)  # [N_LOAD]
 
 

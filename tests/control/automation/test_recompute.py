@@ -12,7 +12,8 @@ from control.automation.pipeline import Job, judge_one
 from control.contract import TelemetryWindow
 from control.db import Database
 from control.settings import ControlSettings
-from control.stats import BlockEstimate, build_panel, gaussian_cusum, latency_blocks
+from control.stats import BlockEstimate, build_panel, gaussian_cusum
+from control.stats.load_model import adjusted_blocks, arm_cells, fit_line, joint_slopes, slope_bias
 from control.stats.panel import window_arrays
 from tests.control.automation import scenario as sc
 from tests.control.stats.simulate import window_row
@@ -56,23 +57,24 @@ def test_a_rollback_recomputes_from_the_windows_it_names(
         )
         for arm in ("spec", "baseline")
     }
-    blocks = latency_blocks(
-        panels["spec"],
-        panels["baseline"],
-        0,
-        min_requests=10,
-        spec_variance=1.0,
-        baseline_variance=1.0,
+    spec_cells, base_cells = arm_cells(panels["spec"], 0), arm_cells(panels["baseline"], 0)
+    spec_line, base_line = fit_line(spec_cells), fit_line(base_cells)
+    assert spec_line is not None and base_line is not None
+    slopes = joint_slopes(spec_line, base_line)
+    adjusted = adjusted_blocks(
+        spec_cells, base_cells, spec_line, base_line, slopes, min_requests=10, target_load=None
     )
+    blocks = adjusted.blocks
     recorded = [BlockEstimate(*b) for b in evidence["statistics"]["blocks"]["latency"]]
     assert np.allclose([b.estimate for b in blocks], [b.estimate for b in recorded])
     assert np.allclose([b.variance for b in blocks], [b.variance for b in recorded])
     margin = math.log1p(0.1)
+    alpha = family_alpha(sc.threshold_row())
     cusum = gaussian_cusum(
         blocks,
-        null_value=margin,
+        null_value=margin + slope_bias(slopes, adjusted, alpha),
         shifts=[margin * k for k in SHIFT_MULTIPLES],
-        alpha=family_alpha(sc.threshold_row()),
+        alpha=alpha,
         horizon_blocks=1000,
     )
     assert cusum.alarm and stored["alarm"]

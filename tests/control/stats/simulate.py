@@ -32,14 +32,6 @@ def bucketize(samples_ms: NDArray[np.float64]) -> NDArray[np.int64]:
     return counts.reshape(*index.shape[:-1], BUCKETS).astype(np.int64)
 
 
-def lognormal_histograms(
-    rng: np.random.Generator, median_ms: float, sigma: float, n: int, replicates: int
-) -> NDArray[np.int64]:
-    """[replicates, buckets] histograms of n lognormal latencies each."""
-    samples = rng.lognormal(np.log(median_ms), sigma, size=(replicates, n))
-    return bucketize(samples)
-
-
 def accepted_prefix(
     rng: np.random.Generator, rates: NDArray[np.float64], drafts: int
 ) -> NDArray[np.bool_]:

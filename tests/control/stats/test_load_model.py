@@ -18,7 +18,6 @@ from control.stats.load_model import (
     joint_slopes,
     slope_bias,
 )
-from control.stats.matched import matched_difference
 from control.stats.panel import N_STRATA
 
 SIGMA = 0.2  # per-request sd of log latency
@@ -94,9 +93,8 @@ def test_arms_that_never_share_a_load_are_compared_where_matched_buckets_find_no
     rng = np.random.default_rng(3)
     spec = _cells(rng, [0], level=math.log(8.0), slope=0.04, per_slot=20)
     base = _cells(rng, [4, 5, 6], level=math.log(10.0), slope=0.04)
-    moments_s = np.stack([spec.n.sum(0), spec.sum_log.sum(0), spec.sum_sq.sum(0)], axis=1)
-    moments_b = np.stack([base.n.sum(0), base.sum_log.sum(0), base.sum_sq.sum(0)], axis=1)
-    assert matched_difference(moments_s, moments_b, SIGMA**2, SIGMA**2) is None
+    # No load stratum holds requests of both arms: nothing to match bucket by bucket.
+    assert not np.any((spec.n.sum(0) > 0) & (base.n.sum(0) > 0))
     spec_line, base_line = fit_line(spec), fit_line(base)
     assert spec_line is not None and base_line is not None
     slopes = joint_slopes(spec_line, base_line)
