@@ -110,7 +110,7 @@ class AdminClient:
         self.rollouts = Rollouts(self, Steps.rollouts)
         self.admin_tokens = AdminTokens(self, Steps.admin_tokens)
         self.eval_sets = Resource(self, Steps.eval_sets)
-        self.evaluations = Resource(self, Steps.evaluations)
+        self.evaluations = Evaluations(self, Steps.evaluations)
         self.decisions = Decisions(self, Steps.decisions)
         self.requests = Resource(self, Steps.requests)
         self.audit = Resource(self, Steps.audit)
@@ -220,7 +220,7 @@ class AsyncAdminClient:
         self.rollouts = AsyncRollouts(self, Steps.rollouts)
         self.admin_tokens = AsyncAdminTokens(self, Steps.admin_tokens)
         self.eval_sets = AsyncResource(self, Steps.eval_sets)
-        self.evaluations = AsyncResource(self, Steps.evaluations)
+        self.evaluations = AsyncEvaluations(self, Steps.evaluations)
         self.decisions = AsyncDecisions(self, Steps.decisions)
         self.requests = AsyncResource(self, Steps.requests)
         self.audit = AsyncResource(self, Steps.audit)
@@ -485,6 +485,14 @@ class AsyncPairs(AsyncResource):
     register = _Awaiting(ops.PairSteps.register)
     retire = _Awaiting(ops.PairSteps.retire)
     suggest_depth = _Awaiting(ops.PairSteps.suggest_depth)
+
+
+class Evaluations(Resource):
+    cases = _Paged(ops.EvaluationSteps.cases)
+
+
+class AsyncEvaluations(AsyncResource):
+    cases = _AsyncPaged(ops.EvaluationSteps.cases)
 
 
 class Pools(Resource):

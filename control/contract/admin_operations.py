@@ -420,6 +420,12 @@ class PairSteps(ResourceSteps):
         return advice
 
 
+class EvaluationSteps(ResourceSteps):
+    def cases(self, /, evaluation_id: int, **filters: Any) -> Step[Listing]:
+        """An evaluation's per-case results (case key, outcome, tokens, acceptance)."""
+        return done(Listing.of(f"{self.path}/{evaluation_id}/cases", filters))
+
+
 class PoolSteps(ResourceSteps):
     def enrol(self, pool: str | int, body: Document) -> Step[Document]:
         """An engine agent's token for this pool (its secret in this answer only)."""
@@ -441,7 +447,7 @@ class Steps:
     rollouts = RolloutSteps("/rollouts", "rollout")
     admin_tokens = AdminTokenSteps("/admin-tokens", "admin token")
     eval_sets = ResourceSteps("/eval-sets", "eval set")
-    evaluations = ResourceSteps("/evaluations", "evaluation")
+    evaluations = EvaluationSteps("/evaluations", "evaluation")
     decisions = DecisionSteps("/decisions", "decision")
     requests = ResourceSteps("/requests", "request record")
     audit = ResourceSteps("/audit", "audit event")

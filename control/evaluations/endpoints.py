@@ -12,6 +12,7 @@ from control.api.pagination import Cursor, Limit, Page, page_of
 from control.evaluations import repository as repo
 from control.evaluations import service
 from control.evaluations.schemas import (
+    CaseResult,
     EvalSet,
     EvalSetCreate,
     EvalSetSummary,
@@ -97,3 +98,22 @@ def create_evaluation(
 )
 def get_evaluation(evaluation_id: IdPath, session: SessionDep, _: Reader) -> OfflineEvaluation:
     return OfflineEvaluation.model_validate(service.get_evaluation(session, evaluation_id))
+
+
+@router.get(
+    "/evaluations/{evaluation_id}/cases",
+    response_model=Page[CaseResult],
+    responses=error_responses(404),
+    description="The evaluation's per-case results in case order (none when it was posted "
+    "with aggregates only): outcome, tokens, acceptance per position; never text.",
+)
+def list_case_results(
+    evaluation_id: IdPath,
+    session: SessionDep,
+    _: Reader,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[CaseResult]:
+    service.get_evaluation(session, evaluation_id)
+    rows = repo.page_case_results(session, evaluation_id, cursor=cursor, limit=limit)
+    return page_of(rows, limit, CaseResult.model_validate)

@@ -6,7 +6,14 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from control.models import DepthRecommendation, EvalCase, EvalSet, OfflineEvaluation, Rollout
+from control.models import (
+    DepthRecommendation,
+    EvalCase,
+    EvalSet,
+    EvaluationCaseResult,
+    OfflineEvaluation,
+    Rollout,
+)
 from control.repository import equal_to, newest_first, oldest_first
 
 
@@ -97,3 +104,18 @@ def measured_cost_ratio(session: Session, spec_pool_id: int) -> tuple[float, int
     advice: Any = row.evidence.get("advice") or {}
     ratio = advice.get("cost_ratio")
     return (float(ratio), row.id) if isinstance(ratio, int | float) else None
+
+
+def page_case_results(
+    session: Session, evaluation_id: int, *, cursor: str | None, limit: int
+) -> list[EvaluationCaseResult]:
+    query = select(EvaluationCaseResult).where(EvaluationCaseResult.evaluation_id == evaluation_id)
+    return oldest_first(session, query, EvaluationCaseResult.id, cursor=cursor, limit=limit)
+
+
+def case_results(session: Session, evaluation_id: int) -> dict[str, EvaluationCaseResult]:
+    """case key -> its result in the evaluation."""
+    rows = session.scalars(
+        select(EvaluationCaseResult).where(EvaluationCaseResult.evaluation_id == evaluation_id)
+    )
+    return {row.case_key: row for row in rows}

@@ -2,6 +2,7 @@
 
 from datetime import date, datetime
 from enum import StrEnum
+from itertools import pairwise
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -16,6 +17,20 @@ class CaseSource(StrEnum):
     GENERATED = "generated"
     PRODUCTION_INCIDENT = "production_incident"
     CURATED = "curated"
+
+
+class CaseOutcome(StrEnum):
+    """A case's outcome in an offline evaluation, best first (`OUTCOME_RANK`): `ok`
+    completed (and, where the evaluator ran a baseline engine at temperature 0,
+    its tokens equal the baseline's), `diverged` completed with tokens that differ
+    from the baseline engine's at temperature 0, `error` the engine failed it."""
+
+    OK = "ok"
+    DIVERGED = "diverged"
+    ERROR = "error"
+
+
+OUTCOME_RANK: dict[str, int] = {o.value: i for i, o in enumerate(CaseOutcome)}
 
 
 class EvalCaseCreate(BaseModel):
@@ -101,6 +116,41 @@ class SliceResult(BaseModel):
     acceptance_rate: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
+class CaseResultCreate(BaseModel):
+    """One case's result, by the case's key: numbers and an outcome, never text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case_key: str = Field(min_length=1, max_length=200, pattern=_NAME)
+    outcome: CaseOutcome
+    completion_tokens: int = Field(ge=0)
+    drafts: int = Field(ge=0, description="Verification steps (target passes) the case took.")
+    accepted_per_position: list[int] = Field(
+        max_length=64,
+        description="[k]: verification steps that accepted draft position i (1..k); "
+        "acceptance is a prefix, so the counts never rise with i.",
+    )
+
+    @model_validator(mode="after")
+    def _prefix(self) -> Self:
+        counts = self.accepted_per_position
+        if any(n < 0 or n > self.drafts for n in counts):
+            raise ValueError("accepted_per_position counts lie in [0, drafts]")
+        if any(later > earlier for earlier, later in pairwise(counts)):
+            raise ValueError("accepted_per_position never rises with the position")
+        return self
+
+
+class CaseResult(CaseResultCreate):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    evaluation_id: int
+    acceptance_rate: float | None = Field(
+        description="Accepted / drafted tokens; null when the case took no verification step."
+    )
+
+
 class OfflineEvaluationCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -128,6 +178,12 @@ class OfflineEvaluationCreate(BaseModel):
         default=None, max_length=500, description="What the draft was trained on."
     )
     engine_version: str = Field(default="", max_length=50)
+    case_results: list[CaseResultCreate] = Field(
+        default_factory=list,
+        max_length=100_000,
+        description="Per-case results (optional; what `evaluations diff` and the blocking "
+        "cases read), each naming a case in case_keys at most once.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -136,6 +192,9 @@ class OfflineEvaluationCreate(BaseModel):
         for depth, speedup in self.expected_speedup.items():
             if not depth.isdigit() or not 1 <= int(depth) <= 64 or speedup <= 0:
                 raise ValueError("expected_speedup maps depths 1..64 to positive speedups")
+        keys = [r.case_key for r in self.case_results]
+        if len(keys) != len(set(keys)):
+            raise ValueError("case_results name each case at most once")
         return self
 
 
@@ -158,5 +217,6 @@ class OfflineEvaluation(BaseModel):
     )
     training_set: str | None
     engine_version: str
+    case_result_count: int = Field(default=0, description="Per-case results it carries.")
     actor: str
     created_at: datetime

@@ -21,7 +21,13 @@ from control.evaluations.schemas import (
     EvalSetSummary,
     OfflineEvaluationCreate,
 )
-from control.models import EvalCase, EvalSet, OfflineEvaluation, PairVersion
+from control.models import (
+    EvalCase,
+    EvalSet,
+    EvaluationCaseResult,
+    OfflineEvaluation,
+    PairVersion,
+)
 from control.repository import get_row
 
 
@@ -107,6 +113,7 @@ def create_evaluation(
             f"position_acceptance has {len(body.position_acceptance)} positions",
             details={"param": "position_acceptance"},
         )
+    results = case_result_rows(body, version.num_speculative_tokens)
     today = clock.now().date()
     ran = set(body.case_keys)
     stale = [c.case_key for c in eval_set.cases if c.case_key in ran and c.refresh_by < today]
@@ -124,9 +131,14 @@ def create_evaluation(
         stale_case_keys=stale,
         training_set=body.training_set,
         engine_version=body.engine_version,
+        case_result_count=len(results),
         actor=actor,
     )
     session.add(row)
+    session.flush()
+    for result in results:
+        result.evaluation_id = row.id
+    session.add_all(results)
     session.flush()
     record_audit(
         session,
@@ -139,6 +151,7 @@ def create_evaluation(
             "eval_set": f"{eval_set.name} v{eval_set.version}",
             "mean_acceptance_length": row.mean_acceptance_length,
             "stale_cases": len(stale),
+            "case_results": len(results),
         },
     )
     return row
@@ -150,3 +163,33 @@ def get_evaluation(session: Session, evaluation_id: int) -> OfflineEvaluation:
         "evaluation",
         f"offline evaluation {evaluation_id} does not exist",
     )
+
+
+def case_result_rows(body: OfflineEvaluationCreate, k: int) -> list[EvaluationCaseResult]:
+    """The per-case rows (not yet added), checked against the evaluation: each names
+    a case it ran and has one count per draft position."""
+    ran = set(body.case_keys)
+    unknown = sorted(r.case_key for r in body.case_results if r.case_key not in ran)
+    if unknown:
+        raise InvalidRequest(
+            f"{len(unknown)} case results name cases not in case_keys: {', '.join(unknown[:5])}",
+            details={"param": "case_results", "unknown": unknown[:50]},
+        )
+    wrong = [r.case_key for r in body.case_results if len(r.accepted_per_position) != k]
+    if wrong:
+        raise InvalidRequest(
+            f"the pair version drafts {k} tokens; case results of {', '.join(wrong[:5])} "
+            f"do not have {k} accepted_per_position counts",
+            details={"param": "case_results", "cases": wrong[:50]},
+        )
+    return [
+        EvaluationCaseResult(
+            case_key=r.case_key,
+            outcome=r.outcome.value,
+            completion_tokens=r.completion_tokens,
+            drafts=r.drafts,
+            accepted_per_position=r.accepted_per_position,
+            acceptance_rate=sum(r.accepted_per_position) / (r.drafts * k) if r.drafts else None,
+        )
+        for r in body.case_results
+    ]

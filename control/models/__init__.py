@@ -2,7 +2,12 @@
 
 from control.models.audit import AuditEvent, Decision
 from control.models.base import Base, utcnow
-from control.models.evaluations import EvalCase, EvalSet, OfflineEvaluation
+from control.models.evaluations import (
+    EvalCase,
+    EvalSet,
+    EvaluationCaseResult,
+    OfflineEvaluation,
+)
 from control.models.pairs import Pair, PairVersion
 from control.models.pools import Pool, Worker
 from control.models.recommendations import DepthRecommendation
@@ -23,6 +28,7 @@ __all__ = [
     "DepthRecommendation",
     "EvalCase",
     "EvalSet",
+    "EvaluationCaseResult",
     "IdempotencyRecord",
     "OfflineEvaluation",
     "Pair",

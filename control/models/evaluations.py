@@ -56,6 +56,10 @@ class EvalCase(Base):
     refresh_by: Mapped[date] = mapped_column(Date)
     prompt_ref: Mapped[str] = mapped_column(String(500))
     prompt_sha256: Mapped[str] = mapped_column(String(64))
+    # A blocking case sits at a boundary (authorization | privacy | safety |
+    # irreversible_action): a regression on it blocks `start` whatever the aggregate.
+    blocking: Mapped[bool] = mapped_column(default=False)
+    boundary: Mapped[str | None] = mapped_column(String(32))
 
     eval_set: Mapped[EvalSet] = relationship(back_populates="cases")
 
@@ -89,8 +93,33 @@ class OfflineEvaluation(Base):
     # What the draft was trained on (a dataset name or digest), for the leakage audit.
     training_set: Mapped[str | None] = mapped_column(String(500))
     engine_version: Mapped[str] = mapped_column(String(50), default="")
+    # Rows it has in evaluation_case_results (0: aggregates only).
+    case_result_count: Mapped[int] = mapped_column(default=0)
     actor: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     pair_version: Mapped[PairVersion] = relationship()
     eval_set: Mapped[EvalSet] = relationship()
+
+
+class EvaluationCaseResult(Base):
+    """One case's result in an offline evaluation: numbers and an outcome, by the
+    case's key; never the prompt or the completion."""
+
+    __tablename__ = "evaluation_case_results"
+    __table_args__ = (UniqueConstraint("evaluation_id", "case_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    evaluation_id: Mapped[int] = mapped_column(
+        ForeignKey("offline_evaluations.id", ondelete="CASCADE"), index=True
+    )
+    case_key: Mapped[str] = mapped_column(String(200))
+    # ok | diverged | error (control.evaluations.outcomes orders them).
+    outcome: Mapped[str] = mapped_column(String(16))
+    completion_tokens: Mapped[int]
+    # Verification steps (target passes) the case took.
+    drafts: Mapped[int]
+    # [k]: steps that accepted draft position i (1..k).
+    accepted_per_position: Mapped[list[int]] = mapped_column(JSON)
+    # Accepted / drafted tokens; None when the case took no verification step.
+    acceptance_rate: Mapped[float | None] = mapped_column(Float)

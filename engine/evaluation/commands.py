@@ -90,6 +90,7 @@ def evaluate(
     from engine.evaluation.run import (
         EvaluationError,
         admin_client,
+        case_results,
         choose_cost_ratio,
         evaluation_body,
         post_evaluation,
@@ -150,6 +151,9 @@ def evaluate(
                 perplexity=ppl,
                 training_set=training_set,
                 engine_version=engine_version,
+                results=case_results(
+                    cases, runs["spec"], runs.get("baseline"), temperature=temperature
+                ),
             )
             posted = None
             if post:
@@ -180,10 +184,17 @@ def evaluate(
         f"verification steps, {len(cases)} cases; draft perplexity {ppl_text} "
         "(acceptance, not perplexity, decides)"
     )
+    diverged = [r["case_key"] for r in body["case_results"] if r["outcome"] == "diverged"]
+    if diverged:
+        console.print(
+            f"[yellow]{len(diverged)} greedy cases diverged from the baseline engine: "
+            + ", ".join(diverged[:5])
+        )
     if posted is not None:
         stale = posted["stale_case_keys"]
         console.print(
-            f"offline evaluation {posted['id']} posted for pair version {pair_version}"
+            f"offline evaluation {posted['id']} posted for pair version {pair_version} "
+            f"with {posted['case_result_count']} case results"
             + (f"; {len(stale)} stale cases flagged: {', '.join(stale[:5])}" if stale else "")
         )
 

@@ -138,11 +138,16 @@ class CaseRun:
 Cases = list[tuple[dict[str, Any], Any]]
 
 
+def case_temperature(case: dict[str, Any], default: float) -> float:
+    """The case's `temperature` label where it is a number, else the run's default."""
+    labels: dict[str, str] = case.get("labels") or {}
+    return float(labels["temperature"]) if _is_number(labels.get("temperature")) else default
+
+
 def _request(
     model: str, case: dict[str, Any], prompt: Any, *, max_tokens: int, temperature: float
 ) -> tuple[str, dict[str, Any]]:
-    labels: dict[str, str] = case.get("labels") or {}
-    t = float(labels["temperature"]) if _is_number(labels.get("temperature")) else temperature
+    t = case_temperature(case, temperature)
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
@@ -264,6 +269,37 @@ def tally(cases: Cases, runs: list[CaseRun]) -> tuple[Tally, dict[str, Tally]]:
     return overall, slices
 
 
+def case_results(
+    cases: Cases,
+    spec: list[CaseRun],
+    baseline: list[CaseRun] | None,
+    *,
+    temperature: float,
+) -> list[dict[str, Any]]:
+    """One result per case, by its key (numbers and an outcome; the texts stay here):
+    `diverged` when a baseline engine ran the case at temperature 0 and its completion
+    differs from the speculating engine's (speculation must not change greedy output),
+    else `ok`. A case the engine fails stops the evaluation (EvaluationError), so no
+    `error` outcome is posted from here."""
+    out = []
+    for i, ((case, _prompt), run) in enumerate(zip(cases, spec, strict=True)):
+        outcome = "ok"
+        greedy = case_temperature(case, temperature) == 0.0
+        if baseline is not None and greedy and baseline[i].completion != run.completion:
+            outcome = "diverged"
+        histogram = run.histogram
+        out.append(
+            {
+                "case_key": case["case_key"],
+                "outcome": outcome,
+                "completion_tokens": run.completion_tokens,
+                "drafts": sum(histogram),
+                "accepted_per_position": [sum(histogram[j:]) for j in range(1, len(histogram))],
+            }
+        )
+    return out
+
+
 def spec_timing(runs: list[CaseRun]) -> DecodeTiming:
     """Decode time over verification steps: the first output came from the prefill, and
     every step after it (each one target verify after k draft passes) ends in output."""
@@ -301,7 +337,9 @@ def evaluation_body(
     perplexity: float | None,
     training_set: str | None,
     engine_version: str,
+    results: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """The POST /evaluations body; `results` the per-case rows (`case_results`)."""
     mean_length = overall.mean_acceptance_length()
     if mean_length is None:
         raise EvaluationError("no speculation steps were measured (empty outputs?)")
@@ -326,6 +364,7 @@ def evaluation_body(
         },
         "training_set": training_set,
         "engine_version": engine_version,
+        "case_results": results or [],
     }
 
 

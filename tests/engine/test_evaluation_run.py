@@ -10,7 +10,9 @@ import pytest
 
 from bench.fake_upstream import FakeUpstream
 from engine.evaluation.run import (
+    CaseRun,
     baseline_timing,
+    case_results,
     choose_cost_ratio,
     run_all,
     spec_timing,
@@ -75,3 +77,32 @@ def test_cases_stream_concurrently_and_the_cost_ratio_is_timed_on_both_engines()
     assert ratio == pytest.approx((7.5 - 1) / 3, rel=0.25)
     assert source.startswith("measured: ") and "per verification step over 48 steps" in source
     assert choose_cost_ratio({}, 3, spec, base, given=0.2) == (0.2, "given with --cost-ratio")
+
+
+def _run(histogram: list[int], completion: str) -> CaseRun:
+    return CaseRun(histogram, 4, 9, 0.1, "prompt", completion)
+
+
+def test_case_results_carry_numbers_and_a_greedy_divergence_outcome_never_text() -> None:
+    cases = [
+        ({"case_key": "same", "labels": {}}, "p"),
+        ({"case_key": "differs", "labels": {}}, "p"),
+        ({"case_key": "sampled", "labels": {"temperature": "0.7"}}, "p"),
+    ]
+    # k = 3: 2 steps accepting 0, 3 accepting 2, 1 accepting all 3.
+    spec = [_run([2, 0, 3, 1], "abc"), _run([1, 1, 0, 0], "abd"), _run([0, 0, 0, 5], "xyz")]
+    base = [_run([], "abc"), _run([], "abc"), _run([], "different")]
+    rows = case_results(cases, spec, base, temperature=0.0)
+    assert rows[0] == {
+        "case_key": "same",
+        "outcome": "ok",
+        "completion_tokens": 9,
+        "drafts": 6,
+        "accepted_per_position": [4, 4, 1],
+    }
+    # Greedy output that differs from the target alone diverged; sampled output may differ.
+    assert [r["outcome"] for r in rows] == ["ok", "diverged", "ok"]
+    assert rows[2]["accepted_per_position"] == [5, 5, 5]
+    # Without a baseline engine nothing is compared.
+    assert {r["outcome"] for r in case_results(cases, spec, None, temperature=0.0)} == {"ok"}
+    assert "abc" not in repr(rows) and "prompt" not in repr(rows)

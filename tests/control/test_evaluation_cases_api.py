@@ -1,0 +1,121 @@
+"""Per-case results of offline evaluations, stored by case key (never text), and the
+diff that lists the cases that changed most between two evaluations."""
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from control.contract.admin_client import AdminClient
+from control.models import EvaluationCaseResult
+from tests.control.conftest import created, qualify_offline
+from tests.fixtures.db import ADMIN_TOKEN
+
+
+def sdk(app_client: TestClient) -> AdminClient:
+    # NOTE: a TestClient runs the real app in-process (no socket).
+    http = TestClient(
+        app_client.app,
+        base_url="http://testserver/admin/v1",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    return AdminClient("http://testserver", http=http)
+
+
+def _result(key: str, outcome: str = "ok", accepted: tuple[int, ...] = (8, 6, 4)) -> dict[str, Any]:
+    return {
+        "case_key": key,
+        "outcome": outcome,
+        "completion_tokens": 32,
+        "drafts": 10,
+        "accepted_per_position": list(accepted),
+    }
+
+
+def evaluation_body(offline: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The qualifying evaluation's body again, with per-case results."""
+    e = offline["evaluation"]
+    keys = [c["case_key"] for c in offline["eval_set"]["cases"]]
+    return {
+        "pair_version_id": e["pair_version_id"],
+        "eval_set_id": e["eval_set_id"],
+        "case_keys": keys,
+        "drafts": e["drafts"],
+        "position_acceptance": e["position_acceptance"],
+        "mean_acceptance_length": e["mean_acceptance_length"],
+        "cost_ratio": e["cost_ratio"],
+        "expected_speedup": e["expected_speedup"],
+        "case_results": results,
+    }
+
+
+def test_case_results_are_stored_by_key_with_acceptance_and_listed(
+    app_client: TestClient,
+    admin_headers: dict[str, str],
+    seeded: dict[str, Any],
+    session: Session,
+) -> None:
+    offline = qualify_offline(app_client, admin_headers, seeded, cases=4)
+    assert offline["evaluation"]["case_result_count"] == 0
+    results = [_result("case-0"), _result("case-1", "diverged", (10, 10, 10)), _result("case-2")]
+    posted = created(
+        app_client.post(
+            "/admin/v1/evaluations",
+            json=evaluation_body(offline, results),
+            headers=admin_headers,
+        )
+    )
+    assert posted["case_result_count"] == 3
+    rows = session.scalars(
+        select(EvaluationCaseResult).where(EvaluationCaseResult.evaluation_id == posted["id"])
+    ).all()
+    assert {r.case_key: (r.outcome, r.acceptance_rate) for r in rows} == {
+        "case-0": ("ok", 18 / 30),
+        "case-1": ("diverged", 1.0),
+        "case-2": ("ok", 18 / 30),
+    }
+    page = app_client.get(
+        f"/admin/v1/evaluations/{posted['id']}/cases?limit=2", headers=admin_headers
+    ).json()
+    assert [r["case_key"] for r in page["items"]] == ["case-0", "case-1"]
+    assert page["items"][1]["accepted_per_position"] == [10, 10, 10]
+    assert page["next_cursor"] is not None
+    rest = app_client.get(
+        f"/admin/v1/evaluations/{posted['id']}/cases?cursor={page['next_cursor']}",
+        headers=admin_headers,
+    ).json()
+    assert [r["case_key"] for r in rest["items"]] == ["case-2"] and rest["next_cursor"] is None
+    listed = list(sdk(app_client).evaluations.cases(posted["id"]))
+    assert [(r["case_key"], r["outcome"]) for r in listed] == [
+        ("case-0", "ok"),
+        ("case-1", "diverged"),
+        ("case-2", "ok"),
+    ]
+    missing = app_client.get("/admin/v1/evaluations/98765/cases", headers=admin_headers)
+    assert missing.status_code == 404
+
+
+def test_bad_case_results_are_refused_with_the_field(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    offline = qualify_offline(app_client, admin_headers, seeded, cases=4)
+
+    def post(results: list[dict[str, Any]]) -> Any:
+        body = evaluation_body(offline, results)
+        return app_client.post("/admin/v1/evaluations", json=body, headers=admin_headers)
+
+    unknown = post([_result("case-0"), _result("not-run")])
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["details"]["unknown"] == ["not-run"]
+    short = post([_result("case-0", accepted=(3, 2))])
+    assert short.status_code == 422
+    assert "3 accepted_per_position" in short.json()["error"]["message"]
+    for bad in (
+        [_result("case-0", accepted=(2, 5, 1))],  # acceptance is a prefix
+        [_result("case-0", accepted=(11, 5, 1))],  # more than the steps
+        [_result("case-0", outcome="great")],
+        [_result("case-0"), _result("case-0")],
+        [{**_result("case-0"), "prompt": "secret text"}],
+    ):
+        assert post(bad).status_code == 422, bad
