@@ -38,6 +38,7 @@ import httpx
 import psutil
 import psycopg
 
+from bench.provision import post_json, register_tiny_pair
 from control.contract import Arm, TelemetryBatch
 from control.contract.requests import RequestRecordDoc
 from control.contract.telemetry import TelemetryWindow
@@ -66,22 +67,10 @@ def specroute() -> list[str]:
 
 def provision(admin: httpx.Client, segments: int) -> list[int]:
     def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = admin.post(path, json=body)
-        assert response.status_code in (200, 201), f"{path}: {response.text}"
-        doc: dict[str, Any] = response.json()
-        return doc
+        return post_json(admin, path, body)
 
     pair_dir = tiny_pair_dir()
-    pair = post("/pairs", {"name": "tiny"})
-    version = post(
-        f"/pairs/{pair['id']}/versions",
-        {
-            "method": "draft_model",
-            "target_ref": str(pair_dir / "target"),
-            "draft_ref": str(pair_dir / "draft"),
-            "num_speculative_tokens": 3,
-        },
-    )
+    version = register_tiny_pair(admin, pair_dir)
     target = str(pair_dir / "target")
     spec = post(
         "/pools",

@@ -169,9 +169,24 @@ async def _respond(
     await send({"type": "http.response.body", "body": body})
 
 
-def main() -> None:
+def serve(app: FakeUpstream, host: str, port: int) -> None:
+    """Run a fake upstream until stopped: uvloop and httptools, no access log, a deep
+    backlog, so the fake is never the bottleneck of what it stands in front of."""
     import uvicorn
 
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+        backlog=4096,
+    )
+
+
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=9100)
@@ -179,17 +194,7 @@ def main() -> None:
     p.add_argument("--interval-ms", type=float, default=5.0, help="gap before each token")
     p.add_argument("--model", default="bench-model")
     a = p.parse_args()
-    app = FakeUpstream(a.tokens, a.interval_ms / 1000.0, a.model)
-    uvicorn.run(
-        app,
-        host=a.host,
-        port=a.port,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-        backlog=4096,
-    )
+    serve(FakeUpstream(a.tokens, a.interval_ms / 1000.0, a.model), a.host, a.port)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,15 @@ import json
 import os
 from pathlib import Path
 
-from bench.fake_upstream import JSON_HEADERS, FakeUpstream, Receive, Scope, Send, _respond
+from bench.fake_upstream import (
+    JSON_HEADERS,
+    FakeUpstream,
+    Receive,
+    Scope,
+    Send,
+    _respond,
+    serve,
+)
 
 ENGINE_VERSION = "0.32.0"
 
@@ -82,8 +90,6 @@ class FleetEngine(FakeUpstream):
 
 
 def main() -> None:
-    import uvicorn
-
     from engine.agent.client import ControlClient
     from engine.agent.heartbeat import HeartbeatAgent, WorkerProbe
 
@@ -118,16 +124,7 @@ def main() -> None:
         interval=a.beat_seconds,
     )
     agent.start()
-    uvicorn.run(
-        app,
-        host=a.host,
-        port=a.port,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-        backlog=4096,
-    )
+    serve(app, a.host, a.port)
 
 
 if __name__ == "__main__":

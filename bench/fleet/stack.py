@@ -38,6 +38,7 @@ import httpx
 import psycopg
 
 from bench.fleet.netns import Host, Network, sweep_stale
+from bench.provision import post_json, register_tiny_pair
 from demo.processes import Child, ProcessStack, StartupError, wait_http_ok
 from engine.pools.local import tiny_pair_dir
 
@@ -531,21 +532,9 @@ def provision(fleet: Fleet) -> dict[str, Any]:
     with fleet.admin() as admin:
 
         def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-            response = admin.post(path, json=body)
-            assert response.status_code in (200, 201), f"{path}: {response.text}"
-            doc: dict[str, Any] = response.json()
-            return doc
+            return post_json(admin, path, body)
 
-        pair = post("/pairs", {"name": "tiny"})
-        version = post(
-            f"/pairs/{pair['id']}/versions",
-            {
-                "method": "draft_model",
-                "target_ref": str(pair_dir / "target"),
-                "draft_ref": str(pair_dir / "draft"),
-                "num_speculative_tokens": 3,
-            },
-        )
+        version = register_tiny_pair(admin, pair_dir)
         pools = {
             "spec": post(
                 "/pools",
