@@ -93,7 +93,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     )
     app.state.poller = poller
     # No total or read timeout here: the relay enforces first-token, idle and total limits.
-    state.engine_client = EngineClient(connect_timeout_s=settings.connect_timeout_s)
+    state.engine_client = EngineClient(
+        connect_timeout_s=settings.connect_timeout_s,
+        unacked_timeout_s=settings.response_header_timeout_s,
+    )
     # One refresh before serving, so a healthy deployment is ready at once.
     await poller.poll_once()
     tasks = [asyncio.create_task(poller.run(), name="snapshot-poller")]

@@ -259,6 +259,9 @@ async def route(
                 body=body,
                 request_id=arrival.request_id,
                 header_timeout_s=timeout_s,
+                response_header_timeout_s=(
+                    state.settings.response_header_timeout_s if stream else None
+                ),
             )
         except PoolExhausted as exhausted:
             # NOTE: an engine's own failure (a 500 on the first pool) is the answer even

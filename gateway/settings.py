@@ -101,6 +101,19 @@ class GatewaySettings(BaseSettings):
         gt=0,
         description="Streaming: longest wait for the engine's first chunk after sending.",
     )
+    response_header_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "A worker that took the request and went silent (its host partitioned, or the "
+            "engine hung): streaming, the engine's status line is not in this long after "
+            "sending (engines answer it before any token); any request, its host leaves "
+            "the sent request unacknowledged this long (TCP_USER_TIMEOUT, Linux). The "
+            "worker counts a breaker failure, its idle connections are dropped and the "
+            "request goes once to another worker of the pool; a second silent one is a "
+            "504 `engine_unresponsive` (unless the fallback pool takes it)."
+        ),
+    )
     hold_stream_headers: bool = Field(
         default=False,
         description=(

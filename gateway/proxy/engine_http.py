@@ -13,10 +13,19 @@ Scope is what engines speak: HTTP/1.1 over TCP, or TLS for https:// workers
 answers delimited by Content-Length, chunked encoding, or the connection's end. A request on a
 reused connection that the engine had already closed (the keep-alive race) is
 sent once more on a fresh connection, as long as no byte of an answer came.
+
+A host that is there no more (partitioned: packets dropped, no RST) looks, on a
+kept-alive connection, like an engine thinking. Two bounds tell them apart, both
+raising EngineUnresponsive: a response-header deadline (an engine that took a
+streamed request answers its status line at once, before any token), and, with
+`unacked_timeout_s`, TCP_USER_TIMEOUT on every connection: the kernel drops one
+whose sent request its peer left unacknowledged that long (any request; an
+engine's TCP stack acknowledges a request at once, however long the answer takes).
 """
 
 import asyncio
 import contextlib
+import errno
 import socket
 import ssl
 import time
@@ -33,6 +42,8 @@ import httptools
 _HIGH_WATER = 256 * 1024
 # Idle connections kept per engine origin; more are closed when returned.
 _MAX_IDLE_PER_ORIGIN = 256
+# Linux only: elsewhere only the response-header deadline detects a silent host.
+_TCP_USER_TIMEOUT: int | None = getattr(socket, "TCP_USER_TIMEOUT", None)
 
 
 class EngineHTTPError(Exception):
@@ -45,6 +56,12 @@ class EngineConnectError(EngineHTTPError):
 
 class EngineDisconnected(EngineHTTPError):
     """The engine closed the connection before its answer was complete."""
+
+
+class EngineUnresponsive(EngineHTTPError):
+    """The request was sent but its answer's headers did not come by the response-header
+    deadline, or the engine's host never acknowledged it: the host is partitioned or the
+    engine hung. No byte of an answer reached the gateway, so it may go elsewhere."""
 
 
 class EngineProtocolError(EngineHTTPError):
@@ -89,8 +106,9 @@ def parse_base_url(base_url: str) -> tuple[Origin, str]:
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; holds the state of the answer in flight."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, unacked_timeout_ms: int = 0) -> None:
         self._loop = loop
+        self._unacked_timeout_ms = unacked_timeout_ms
         self._parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
         self.closed = False
@@ -127,6 +145,9 @@ class _Connection(asyncio.Protocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._unacked_timeout_ms and _TCP_USER_TIMEOUT is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, _TCP_USER_TIMEOUT, self._unacked_timeout_ms)
 
     def data_received(self, data: bytes) -> None:
         if self.pooled:
@@ -144,7 +165,11 @@ class _Connection(asyncio.Protocol):
         if self.headers_done and not self._delimited and not self.complete:
             self.complete = True  # a body delimited by the connection's end
             self.keep_alive = False
-        self._fail(EngineDisconnected("the engine closed the connection"))
+        if isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT:
+            # TCP_USER_TIMEOUT: what was sent stayed unacknowledged (the host is gone).
+            self._fail(EngineUnresponsive("the engine's host stopped acknowledging the request"))
+        else:
+            self._fail(EngineDisconnected("the engine closed the connection"))
 
     # httptools callbacks
 
@@ -284,16 +309,17 @@ class EngineResponse:
             await conn.wait(deadline)
         return conn.take()
 
-    async def read(self, limit: int | None = None) -> bytes:
+    async def read(self, limit: int | None = None, deadline: float | None = None) -> bytes:
         """The whole body; with `limit`, EngineBodyTooLarge as soon as it is known to be
-        larger (its Content-Length, or the bytes read so far), so it is never held whole."""
+        larger (its Content-Length, or the bytes read so far), so it is never held whole.
+        TimeoutError when it is not all in by `deadline` (from `deadline()`)."""
         if limit is not None:
             declared = self.content_length()
             if declared is not None and declared > limit:
                 raise EngineBodyTooLarge(limit)
         parts = []
         size = 0
-        while chunk := await self.readany():
+        while chunk := await self.readany(deadline):
             size += len(chunk)
             if limit is not None and size > limit:
                 raise EngineBodyTooLarge(limit)
@@ -331,8 +357,16 @@ class EngineResponse:
 class EngineClient:
     """Pooled keep-alive connections per engine origin; no cap on their number."""
 
-    def __init__(self, *, connect_timeout_s: float, keepalive_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        *,
+        connect_timeout_s: float,
+        keepalive_s: float = 3.0,
+        unacked_timeout_s: float | None = None,
+    ) -> None:
         self.connect_timeout_s = connect_timeout_s
+        # TCP_USER_TIMEOUT of every connection (None: the kernel's, ~15 min of retries).
+        self._unacked_ms = max(round(unacked_timeout_s * 1000), 1) if unacked_timeout_s else 0
         # NOTE: below the engines' own keep-alive (vLLM/uvicorn: 5 s), so the gateway
         # rarely writes to a connection the engine is closing.
         self.keepalive_s = keepalive_s
@@ -343,39 +377,75 @@ class EngineClient:
         self._swept_at = time.monotonic()
 
     async def post(
-        self, base_url: str, path: str, body: bytes, headers: Mapping[str, str]
+        self,
+        base_url: str,
+        path: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        timeout_s: float | None = None,
+        header_timeout_s: float | None = None,
     ) -> EngineResponse:
         """Send the request; return once the engine's status line and headers are in.
 
         Raises EngineHTTPError when that fails (connect, broken connection, not
-        HTTP). Cancellation (a caller's timeout) drops the connection.
+        HTTP); EngineUnresponsive when the headers are not in `header_timeout_s` after
+        the call (or the host stopped acknowledging); TimeoutError when they are not
+        in `timeout_s` (the request's own deadline). Both are on the loop's clock, one
+        timer per request. Cancellation drops the connection.
         """
         if self._closed:
             raise EngineConnectError("the engine client is closed")
         origin, prefix = self._base(base_url)
         request = self._encode(origin, prefix + path, body, headers)
+        now = asyncio.get_running_loop().time()
+        deadline = now + timeout_s if timeout_s is not None else None
+        silent_at = now + header_timeout_s if header_timeout_s is not None else None
+        if silent_at is not None and deadline is not None and silent_at >= deadline:
+            silent_at = None  # the request's own deadline comes first: a TimeoutError
         conn = self._checkout(origin)
         if conn is not None:
             try:
-                return await self._exchange(origin, conn, request)
+                return await self._exchange(origin, conn, request, deadline, silent_at)
+            except EngineUnresponsive:
+                raise  # the host is silent: a fresh connection to it would wait again
             except EngineHTTPError:
                 if conn.got_bytes:
                     raise
                 # The keep-alive race: the engine closed the idle connection as we wrote.
-        return await self._exchange(origin, await self._connect(origin), request)
+        conn = await self._connect(origin)
+        return await self._exchange(origin, conn, request, deadline, silent_at)
 
-    async def _exchange(self, origin: Origin, conn: _Connection, request: bytes) -> EngineResponse:
+    async def _exchange(
+        self,
+        origin: Origin,
+        conn: _Connection,
+        request: bytes,
+        deadline: float | None,
+        silent_at: float | None,
+    ) -> EngineResponse:
         conn.begin()
         assert conn.transport is not None
+        silent = silent_at is not None
+        first = silent_at if silent else deadline
         try:
             conn.transport.write(request)
             while not conn.headers_done:
                 if conn.error is not None:
                     raise conn.error
-                await conn.wait()
+                try:
+                    await conn.wait(first)
+                except TimeoutError:
+                    if silent:
+                        raise EngineUnresponsive(
+                            f"no answer from {origin.host}:{origin.port} within the "
+                            "response-header timeout"
+                        ) from None
+                    raise
         except BaseException:
             conn.abort()
             raise
+        conn.stop_timer()
         return EngineResponse(self, origin, conn)
 
     @staticmethod
@@ -415,6 +485,15 @@ class EngineClient:
     def _expired(self, conn: _Connection, now: float) -> bool:
         return conn.closed or now - conn.idle_since > self.keepalive_s
 
+    def drop_idle(self, base_url: str) -> int:
+        """Close the idle connections to `base_url`'s origin (its host went silent: they
+        would each wait out the deadline again); how many were closed."""
+        origin, _ = self._base(base_url)
+        idle = self._idle.pop(origin, [])
+        for conn in idle:
+            conn.abort()
+        return len(idle)
+
     def put_back(self, origin: Origin, conn: _Connection) -> None:
         now = time.monotonic()
         if now - self._swept_at > self.keepalive_s:
@@ -449,7 +528,7 @@ class EngineClient:
         try:
             async with asyncio.timeout(self.connect_timeout_s):
                 _, conn = await loop.create_connection(
-                    lambda: _Connection(loop),
+                    lambda: _Connection(loop, self._unacked_ms),
                     origin.host,
                     origin.port,
                     ssl=tls,

@@ -6,9 +6,15 @@ against the worker's breaker and move on to the next usable worker of the
 pool; when none is left the pipeline's route step may go to the decision's
 fallback pool (reason `pool_unavailable`). Once the engine has accepted the
 request (2xx headers) nothing is retried: the relay owns it from there.
+
+A worker that took the request and went silent (no headers by the
+response-header timeout, or its host stopped acknowledging: a partition) counts
+against its breaker too, its idle connections are dropped, and the request goes
+once more to another worker; a second silent one ends the pool (typed 504
+`engine_unresponsive` unless the fallback pool takes it). Nothing had reached the
+client, so nothing is sent twice to it.
 """
 
-import asyncio
 import json
 import logging
 import re
@@ -27,6 +33,7 @@ from gateway.proxy.engine_http import (
     EngineClient,
     EngineHTTPError,
     EngineResponse,
+    EngineUnresponsive,
 )
 from gateway.routing.balancer import Balancer, Lease
 
@@ -109,23 +116,49 @@ async def open_on_pool(
     body: bytes,
     request_id: str,
     header_timeout_s: float,
+    response_header_timeout_s: float | None = None,
 ) -> Opened:
     """Open the request on a usable worker of the decision's pool, trying each in turn.
 
+    `header_timeout_s` is the request's own wait for the engine's headers (a 504);
+    `response_header_timeout_s`, shorter, says a worker went silent (streams only:
+    a non-streamed answer's headers come with its end).
+
     Raises PoolExhausted when every worker was unusable, unreachable or failed
-    (5xx, a redirect); an engine's 4xx and a timeout are the request's own and raise
-    their typed error, tagged with the decision."""
+    (5xx, a redirect), or two were silent; an engine's 4xx and a timeout are the
+    request's own and raise their typed error, tagged with the decision."""
     headers = {"content-type": "application/json", "x-request-id": request_id}
     last_error: GatewayError | None = None
     tried: set[str] = set()
+    silent = 0
     version = decision.pair.engine_version if decision.pair is not None else None
     while (lease := balancer.acquire(decision.pool, tried, version)) is not None:
         tried.add(lease.worker.id)
+        base = engine_base(lease.worker.endpoint_url)
         try:
-            async with asyncio.timeout(header_timeout_s):
-                response = await client.post(
-                    engine_base(lease.worker.endpoint_url), path, body, headers
-                )
+            response = await client.post(
+                base,
+                path,
+                body,
+                headers,
+                timeout_s=header_timeout_s,
+                header_timeout_s=response_header_timeout_s,
+            )
+        except EngineUnresponsive as exc:
+            # Nothing of an answer came, so nothing reached the client: another worker
+            # may take it. The host's other pooled connections are as dead as this one.
+            lease.breaker.record_failure()
+            lease.release()
+            client.drop_idle(base)
+            log.warning("engine %s is unresponsive: %s", lease.worker.id, exc)
+            last_error = UpstreamTimeout(
+                "The engine did not answer (its host is unresponsive)",
+                code="engine_unresponsive",
+            )
+            silent += 1
+            if silent >= 2:
+                break  # retried once: each silent worker costs a whole timeout
+            continue
         except EngineHTTPError as exc:
             # Before any answer: the engine is unreachable or died, so sending the
             # request elsewhere cannot duplicate work that will complete.
@@ -146,8 +179,9 @@ async def open_on_pool(
         if 200 <= response.status < 300:
             return Opened(decision=decision, lease=lease, response=response)
         try:
-            async with asyncio.timeout(header_timeout_s):
-                content = await response.read(limit=ERROR_BODY_LIMIT)
+            content = await response.read(
+                limit=ERROR_BODY_LIMIT, deadline=response.deadline(header_timeout_s)
+            )
         except (EngineHTTPError, EngineBodyTooLarge, TimeoutError):
             content = b""
         finally:

@@ -8,7 +8,9 @@ returns or raises, and what reached the server.
 
 import asyncio
 import json
+import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from gateway.proxy.engine_http import (
     EngineConnectError,
     EngineDisconnected,
     EngineProtocolError,
+    EngineUnresponsive,
 )
 from tests.fixtures.tls import self_signed
 from tests.gateway.server import dead_url
@@ -376,4 +379,61 @@ async def test_idle_connections_of_an_origin_no_longer_used_are_closed() -> None
         response.release()  # returning a connection sweeps the pool
         await asyncio.wait_for(gone.closed_by_peer.wait(), 2.0)
         assert [o.port for o in client._idle] == [int(used.url.rsplit(":", 1)[1])]
+        await client.close()
+
+
+async def test_a_kept_alive_connection_whose_engine_goes_silent_fails_at_the_header_deadline() -> (
+    None
+):
+    # The engine answers the first request, keeps the connection, then stops answering:
+    # on the reused connection the client must give up at the response-header deadline
+    # (not the request's own one) and not send it again to the same silent engine.
+    answered: list[int] = []
+
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
+        if not answered:
+            answered.append(n)
+            writer.write(json_answer({"n": n}))
+            return True
+        await asyncio.sleep(30)  # accepted, then silent
+        return False
+
+    async with scripted_server(answer) as (server, client):
+        first = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
+        assert json.loads(await first.read()) == {"n": 0}
+        first.release()
+        started = time.monotonic()
+        with pytest.raises(EngineUnresponsive, match="response-header timeout"):
+            await client.post(
+                server.url, "/v1/completions", b"{}", HEADERS, timeout_s=20, header_timeout_s=0.3
+            )
+        elapsed = time.monotonic() - started
+        assert 0.29 <= elapsed < 1.0, elapsed
+        assert (server.connections, len(server.requests)) == (1, 2)
+        # The request's own deadline, when it is the shorter one, is a plain timeout.
+        with pytest.raises(TimeoutError):
+            await client.post(
+                server.url, "/v1/completions", b"{}", HEADERS, timeout_s=0.2, header_timeout_s=5
+            )
+
+
+async def test_every_engine_connection_bounds_unacknowledged_sends() -> None:
+    async def answer(request: Request, reader: Reader, writer: Writer, n: int) -> bool:
+        writer.write(json_answer({"n": n}))
+        return True
+
+    async with scripted_server(answer) as (server, _):
+        client = EngineClient(connect_timeout_s=2.0, unacked_timeout_s=1.5)
+        response = await client.post(server.url, "/v1/completions", b"{}", HEADERS)
+        await response.read()
+        sock = (
+            response._conn.transport.get_extra_info("socket") if response._conn.transport else None
+        )
+        assert sock is not None
+        # TCP_USER_TIMEOUT in ms: the kernel drops the connection when a request sent on
+        # it stays unacknowledged that long (a partitioned host), raising EngineUnresponsive.
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 1500
+        response.release()
+        assert client.drop_idle(server.url) == 1
+        assert client.drop_idle(server.url) == 0
         await client.close()
