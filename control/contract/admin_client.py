@@ -489,10 +489,12 @@ class AsyncPairs(AsyncResource):
 
 class Evaluations(Resource):
     cases = _Paged(ops.EvaluationSteps.cases)
+    diff = _Blocking(ops.EvaluationSteps.diff)
 
 
 class AsyncEvaluations(AsyncResource):
     cases = _AsyncPaged(ops.EvaluationSteps.cases)
+    diff = _Awaiting(ops.EvaluationSteps.diff)
 
 
 class Pools(Resource):

@@ -425,6 +425,14 @@ class EvaluationSteps(ResourceSteps):
         """An evaluation's per-case results (case key, outcome, tokens, acceptance)."""
         return done(Listing.of(f"{self.path}/{evaluation_id}/cases", filters))
 
+    def diff(self, base: int, evaluation_id: int, *, limit: int | None = None) -> Step[Document]:
+        """The cases that changed most from evaluation `base` to `evaluation_id`."""
+        call = Call(
+            "GET", f"{self.path}/{evaluation_id}/diff", params={"base": base, "limit": limit}
+        )
+        changed: Document = yield from fetch(call)
+        return changed
+
 
 class PoolSteps(ResourceSteps):
     def enrol(self, pool: str | int, body: Document) -> Step[Document]:

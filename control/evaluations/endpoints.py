@@ -11,11 +11,13 @@ from control.api.ids import MAX_ID, IdPath
 from control.api.pagination import Cursor, Limit, Page, page_of
 from control.evaluations import repository as repo
 from control.evaluations import service
+from control.evaluations.diff import diff_evaluations
 from control.evaluations.schemas import (
     CaseResult,
     EvalSet,
     EvalSetCreate,
     EvalSetSummary,
+    EvaluationDiff,
     OfflineEvaluation,
     OfflineEvaluationCreate,
 )
@@ -117,3 +119,21 @@ def list_case_results(
     service.get_evaluation(session, evaluation_id)
     rows = repo.page_case_results(session, evaluation_id, cursor=cursor, limit=limit)
     return page_of(rows, limit, CaseResult.model_validate)
+
+
+@router.get(
+    "/evaluations/{evaluation_id}/diff",
+    response_model=EvaluationDiff,
+    responses=error_responses(404, 409),
+    description="The cases that changed most from evaluation `base` to this one, matched by "
+    "case key: outcome moves first (worse before better), then the largest acceptance "
+    "change. 409 `no_case_results` when either was posted without per-case results.",
+)
+def diff_evaluation(
+    evaluation_id: IdPath,
+    session: SessionDep,
+    _: Reader,
+    base: int = Query(ge=1, le=MAX_ID, description="The earlier evaluation's id."),
+    limit: int = Query(default=20, ge=1, le=500, description="How many changed cases."),
+) -> EvaluationDiff:
+    return diff_evaluations(session, base, evaluation_id, limit=limit)

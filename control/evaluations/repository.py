@@ -119,3 +119,13 @@ def case_results(session: Session, evaluation_id: int) -> dict[str, EvaluationCa
         select(EvaluationCaseResult).where(EvaluationCaseResult.evaluation_id == evaluation_id)
     )
     return {row.case_key: row for row in rows}
+
+
+def boundaries(session: Session, set_id: int) -> dict[str, str]:
+    """case key -> boundary, for the set's blocking cases."""
+    rows = session.execute(
+        select(EvalCase.case_key, EvalCase.boundary).where(
+            EvalCase.eval_set_id == set_id, EvalCase.blocking.is_(True)
+        )
+    ).all()
+    return {str(key): str(boundary) for key, boundary in rows}

@@ -220,3 +220,38 @@ class OfflineEvaluation(BaseModel):
     case_result_count: int = Field(default=0, description="Per-case results it carries.")
     actor: str
     created_at: datetime
+
+
+class CaseChange(BaseModel):
+    """One case in both evaluations and how it moved (after minus before)."""
+
+    case_key: str
+    outcome_before: CaseOutcome
+    outcome_after: CaseOutcome
+    outcome_change: str = Field(description="worse, better or same (ok < diverged < error).")
+    acceptance_before: float | None
+    acceptance_after: float | None
+    acceptance_delta: float | None = Field(
+        description="after - before; null when either took no verification step."
+    )
+    completion_tokens_before: int
+    completion_tokens_after: int
+    boundary: str | None = Field(
+        default=None,
+        description="The case's boundary when it is a blocking case in the later evaluation's set.",
+    )
+
+
+class EvaluationDiff(BaseModel):
+    before_id: int
+    after_id: int
+    compared: int = Field(description="Cases with a result in both.")
+    changed: int = Field(description="Of those, cases whose outcome or acceptance moved.")
+    worse: int = Field(description="Cases whose outcome got worse.")
+    better: int = Field(description="Cases whose outcome got better.")
+    only_before: list[str] = Field(description="Case keys with a result only in the first.")
+    only_after: list[str] = Field(description="Case keys with a result only in the second.")
+    cases: list[CaseChange] = Field(
+        description="The cases that changed most, up to the limit: the largest outcome move "
+        "(worse first), then the largest absolute acceptance change."
+    )

@@ -3,6 +3,7 @@ diff that lists the cases that changed most between two evaluations."""
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -119,3 +120,74 @@ def test_bad_case_results_are_refused_with_the_field(
         [{**_result("case-0"), "prompt": "secret text"}],
     ):
         assert post(bad).status_code == 422, bad
+
+
+def test_diff_lists_the_cases_that_changed_most_worse_outcomes_first(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    offline = qualify_offline(app_client, admin_headers, seeded, cases=6)
+
+    def post(results: list[dict[str, Any]]) -> int:
+        body = evaluation_body(offline, results)
+        return int(
+            created(app_client.post("/admin/v1/evaluations", json=body, headers=admin_headers))[
+                "id"
+            ]
+        )
+
+    before = post(
+        [
+            _result("case-0"),
+            _result("case-1", "diverged"),
+            _result("case-2", accepted=(9, 9, 9)),
+            _result("case-3"),
+            _result("case-4"),
+        ]
+    )
+    after = post(
+        [
+            _result("case-0", accepted=(9, 8, 7)),  # acceptance up 0.2
+            _result("case-1"),  # better outcome
+            _result("case-2", accepted=(3, 0, 0)),  # acceptance down 0.8
+            _result("case-3", "error"),  # two ranks worse
+            _result("case-4"),  # unchanged
+            _result("case-5"),  # new
+        ]
+    )
+
+    def diff(**params: Any) -> Any:
+        return app_client.get(
+            f"/admin/v1/evaluations/{after}/diff", params=params, headers=admin_headers
+        )
+
+    doc = diff(base=before).json()
+    assert (doc["before_id"], doc["after_id"], doc["compared"], doc["changed"]) == (
+        before,
+        after,
+        5,
+        4,
+    )
+    assert (doc["worse"], doc["better"], doc["only_before"], doc["only_after"]) == (
+        1,
+        1,
+        [],
+        ["case-5"],
+    )
+    assert [c["case_key"] for c in doc["cases"]] == ["case-3", "case-1", "case-2", "case-0"]
+    first = doc["cases"][0]
+    assert (first["outcome_before"], first["outcome_after"], first["outcome_change"]) == (
+        "ok",
+        "error",
+        "worse",
+    )
+    assert doc["cases"][2]["acceptance_delta"] == pytest.approx(3 / 30 - 27 / 30)
+    assert [c["case_key"] for c in diff(base=before, limit=1).json()["cases"]] == ["case-3"]
+    assert sdk(app_client).evaluations.diff(before, after, limit=2)["changed"] == 4
+
+    aggregates_only = offline["evaluation"]["id"]
+    refused = diff(base=aggregates_only)
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "no_case_results"
+    assert refused.json()["error"]["details"] == {"evaluation_id": aggregates_only}
+    assert diff(base=98765).status_code == 404
+    assert diff(base=before, limit=0).status_code == 422

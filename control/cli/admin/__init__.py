@@ -50,7 +50,8 @@ app.command("adapters")(adapters)
 # The earlier spellings, kept for scripts (not in --help).
 app.command("decisions", hidden=True)(records.decision_list)
 app.command("requests", hidden=True)(records.request_list)
-app.command("evaluations", hidden=True)(records.evaluation_list)
+# `admin evaluations` alone lists; `admin evaluations diff A B` is `evaluation diff`.
+app.add_typer(records.evaluations_alias, name="evaluations", hidden=True)
 app.command("eval-sets", hidden=True)(records.eval_set_list)
 
 __all__ = ["app", "watch"]

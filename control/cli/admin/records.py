@@ -176,6 +176,51 @@ def evaluation_create(
     )
 
 
+@evaluation_app.command("diff")
+def evaluation_diff(
+    base: int = typer.Argument(..., metavar="A", help="The earlier evaluation's id."),
+    evaluation: int = typer.Argument(..., metavar="B", help="The later evaluation's id."),
+    limit: int = typer.Option(20, min=1, max=500, help="How many changed cases to list."),
+    output: Output = OutputOption,
+) -> None:
+    """The cases that changed most from evaluation A to B (outcome moves first, worse
+    before better, then the largest acceptance change); both need per-case results."""
+    from control.cli.admin.views import evaluation_diff_lines
+
+    doc = run(lambda: client().evaluations.diff(base, evaluation, limit=limit))
+
+    def render() -> None:
+        from control.cli.admin.output import console, table
+
+        head, rows = evaluation_diff_lines(doc)
+        typer.echo(head)
+        if rows:
+            out = table("case", "boundary", "outcome", "acceptance", "Δ acceptance", "tokens")
+            for row in rows:
+                out.add_row(*row)
+            console().print(out)
+
+    emit(doc, output, render)
+
+
+evaluations_alias = typer.Typer(
+    help="Offline evaluations (alone: `evaluation list`).",
+    invoke_without_command=True,
+    rich_markup_mode=None,
+)
+evaluations_alias.command("diff")(evaluation_diff)
+
+
+@evaluations_alias.callback()
+def _evaluations(
+    ctx: typer.Context,
+    pair_version: int | None = typer.Option(None, help="Pair version id."),
+    output: Output = OutputOption,
+) -> None:
+    if ctx.invoked_subcommand is None:
+        evaluation_list(pair_version, output)
+
+
 @eval_set_app.command("list")
 def eval_set_list(
     name: str | None = typer.Option(None, help="Only this set's versions."),

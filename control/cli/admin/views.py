@@ -119,3 +119,31 @@ def request_story(r: dict[str, Any]) -> str:
         f"outcome    {r['outcome']} HTTP {r['http_status']}{error}",
     ]
     return "\n".join(lines)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def evaluation_diff_lines(doc: dict[str, Any]) -> tuple[str, list[tuple[str, ...]]]:
+    """`evaluation diff`: a summary line, and one row per changed case."""
+    head = (
+        f"evaluation {doc['before_id']} → {doc['after_id']}: {doc['compared']} cases in both, "
+        f"{doc['changed']} changed ({doc['worse']} worse, {doc['better']} better outcome), "
+        f"showing {len(doc['cases'])}; only in {doc['before_id']}: {len(doc['only_before'])}, "
+        f"only in {doc['after_id']}: {len(doc['only_after'])}"
+    )
+    rows: list[tuple[str, ...]] = []
+    for c in doc["cases"]:
+        delta = c["acceptance_delta"]
+        rows.append(
+            (
+                str(c["case_key"]),
+                str(c["boundary"] or ""),
+                f"{c['outcome_before']} → {c['outcome_after']}",
+                f"{_rate(c['acceptance_before'])} → {_rate(c['acceptance_after'])}",
+                "-" if delta is None else f"{delta:+.3f}",
+                f"{c['completion_tokens_before']} → {c['completion_tokens_after']}",
+            )
+        )
+    return head, rows

@@ -1,0 +1,136 @@
+"""`specroute admin evaluations diff` and `eval-sets add-case` against a real control
+plane over HTTP (SQLite, migrated by `control migrate`)."""
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from control.cli import app as root
+from tests.control.cli.conftest import TOKEN
+from tests.control.conftest import eval_cases, write_model_dir
+
+
+@pytest.fixture
+def cli(server: str) -> Callable[..., Result]:
+    runner = CliRunner(
+        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
+    )
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(root, ["admin", *args])
+
+    return invoke
+
+
+def ok(cli: Callable[..., Result], *args: str) -> str:
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _result(key: str, outcome: str, accepted: list[int]) -> dict[str, Any]:
+    return {
+        "case_key": key,
+        "outcome": outcome,
+        "completion_tokens": 16,
+        "drafts": 10,
+        "accepted_per_position": accepted,
+    }
+
+
+def _evaluation(
+    tmp_path: Path, cli: Callable[..., Result], name: str, results: list[dict[str, Any]]
+) -> int:
+    body = {
+        "case_keys": [r["case_key"] for r in results],
+        "drafts": 30,
+        "position_acceptance": [0.8, 0.6],
+        "mean_acceptance_length": 2.28,
+        "cost_ratio": 0.1,
+        "expected_speedup": {"2": 1.9},
+        "case_results": results,
+    }
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(body))
+    made = ok(
+        cli,
+        "evaluation",
+        "create",
+        "--results",
+        str(path),
+        "--pair-version",
+        "1",
+        "--eval-set",
+        "code-evals",
+        "-o",
+        "json",
+    )
+    return int(json.loads(made)["id"])
+
+
+@pytest.fixture
+def evaluated(cli: Callable[..., Result], tmp_path: Path) -> tuple[int, int]:
+    target, draft = write_model_dir(tmp_path / "target"), write_model_dir(tmp_path / "draft")
+    ok(cli, "pair", "register", "tiny", "--target", str(target), "--draft", str(draft), "--k", "2")
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps(eval_cases(3)))
+    ok(
+        cli,
+        "eval-set",
+        "create",
+        "code-evals",
+        "--cases",
+        str(cases),
+        "--prompt-store",
+        "file:///p",
+    )
+    before = _evaluation(
+        tmp_path,
+        cli,
+        "before",
+        [
+            _result("case-0", "ok", [8, 6]),
+            _result("case-1", "ok", [8, 6]),
+            _result("case-2", "ok", [8, 6]),
+        ],
+    )
+    after = _evaluation(
+        tmp_path,
+        cli,
+        "after",
+        [
+            _result("case-0", "ok", [8, 6]),
+            _result("case-1", "ok", [2, 0]),
+            _result("case-2", "diverged", [8, 6]),
+        ],
+    )
+    return before, after
+
+
+def test_evaluations_diff_prints_the_cases_that_changed_most(
+    cli: Callable[..., Result], evaluated: tuple[int, int]
+) -> None:
+    before, after = evaluated
+    out = ok(cli, "evaluations", "diff", str(before), str(after))
+    lines = out.splitlines()
+    assert lines[0] == (
+        f"evaluation {before} → {after}: 3 cases in both, 2 changed (1 worse, 0 better "
+        f"outcome), showing 2; only in {before}: 0, only in {after}: 0"
+    )
+    body = "\n".join(lines[1:])
+    assert body.index("case-2") < body.index("case-1") and "case-0" not in body
+    assert "ok → diverged" in body and "-0.600" in body and "0.700 → 0.100" in body
+    limited = json.loads(
+        ok(cli, "evaluation", "diff", str(before), str(after), "--limit", "1", "-o", "json")
+    )
+    assert [c["case_key"] for c in limited["cases"]] == ["case-2"]
+    # The plural alias still lists when given no command.
+    listed = ok(cli, "evaluations")
+    assert "mean acc len" in listed and "2.280" in listed
+    missing = cli("evaluations", "diff", str(before), "98765")
+    assert missing.exit_code == 1 and "error 404" in missing.output
