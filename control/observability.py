@@ -29,6 +29,7 @@ from control.contract import (
 )
 from control.db import Database
 from control.errors import Unauthorized
+from control.observability_engine import engine_telemetry_families
 from control.requests.acceptance import acceptance_by_adapter
 from control.snapshot.version import current_snapshot_version
 
@@ -128,6 +129,7 @@ class ControlCollector(Collector):
 
             yield _segment_slos(s)
             yield from _engine_cost(s)
+            yield from engine_telemetry_families(s)
             yield from _adapter_acceptance(s)
 
             version = GaugeMetricFamily(

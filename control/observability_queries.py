@@ -1,6 +1,8 @@
 """SQL behind the control plane's Prometheus collector: small aggregate reads, one
 function per metric family, returning plain tuples."""
 
+from typing import Any
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -99,3 +101,16 @@ def worker_cost_counters(
         accepted = int(spec["num_accepted_tokens"]) if spec else None
         out.append((pool, worker, pv, cpu, accepted, generated))
     return out
+
+
+def worker_engine_telemetry(
+    s: Session,
+) -> list[tuple[str, str, int | None, int, dict[str, Any] | None]]:
+    """(pool name, worker id, the pool's pair version id, running sequences, the engine
+    telemetry dict) as each worker's last heartbeat reported them."""
+    rows = s.execute(
+        select(
+            Pool.name, Worker.id, Pool.pair_version_id, Worker.running, Worker.engine_telemetry
+        ).join(Pool, Pool.id == Worker.pool_id)
+    ).all()
+    return [(p, w, pv, int(r or 0), t) for p, w, pv, r, t in rows]

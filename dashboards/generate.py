@@ -144,6 +144,65 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
         "draft token accepted and per token emitted, 5 m rates of the heartbeat counters.",
     ),
     (
+        "Acceptance by response position",
+        "percentunit",
+        [
+            (
+                "segment:specroute_acceptance_rate_by_response_position:ratio_rate5m",
+                "{{segment}} pos {{position_bucket}}",
+            )
+        ],
+        "Accepted / drafted tokens by the response position (token index) where the verify "
+        "step began; unknown: engines that sent no per-step arrays.",
+    ),
+    (
+        "Target passes and engine steps per emitted token (engines)",
+        "short",
+        [
+            (
+                "pool:specroute_target_passes_per_emitted_token:ratio_rate5m",
+                "passes per token {{pool}}",
+            ),
+            (
+                "pool:specroute_engine_steps_per_emitted_token:ratio_rate5m",
+                "engine steps per token {{pool}}",
+            ),
+        ],
+        "From the engines' counters: (emitted - accepted) / emitted, 1.0 without "
+        "speculation; and batched forward steps per emitted token.",
+    ),
+    (
+        "Decode time per sequence step (draft + verification)",
+        "s",
+        [("pool:specroute_decode_seconds_per_sequence_step:ratio_rate5m", "{{pool}}")],
+        "vLLM 0.32 exports no draft or verification time alone: decode seconds / steps "
+        "after the first token. Spec minus baseline: the draft's cost per step.",
+    ),
+    (
+        "KV blocks per running sequence",
+        "short",
+        [("pool:specroute_kv_blocks_per_running_sequence:avg5m", "{{pool}}")],
+        "Time-averaged blocks in use / sequences running, per pool (5 m).",
+    ),
+    (
+        "Host power per worker (RAPL / NVML)",
+        "watt",
+        [
+            (
+                "max by (pool, worker) (rate(specroute_control_worker_energy_joules_total[5m]))",
+                "{{pool}} {{worker}}",
+            )
+        ],
+        "Host energy rate from the agent's RAPL/NVML counter; empty where the host exposes "
+        "none (see the energy source panel).",
+    ),
+    (
+        "Energy source per worker",
+        "short",
+        [("specroute_control_worker_energy_source_info", "{{worker}}: {{source}}")],
+        "Where each worker's energy figure comes from, or why it is absent.",
+    ),
+    (
         "Healthy workers per pool",
         "short",
         [('sum by (pool) (specroute_control_pool_workers{health="healthy"})', "{{pool}}")],

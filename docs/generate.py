@@ -91,6 +91,21 @@ CATALOG: dict[str, Entry] = {
         "/ ignoring (position) group_left "
         "sum by (segment) (rate(specroute_gateway_spec_drafts_total[5m]))",
     ),
+    "specroute_gateway_spec_drafted_tokens_by_response_position": Entry(
+        "draft tokens proposed by verify steps that began in the response-position bucket",
+        "—",
+        "tokens",
+        "cumulative; rate over 5m",
+        "sum by (segment, position_bucket) "
+        "(rate(specroute_gateway_spec_drafted_tokens_by_response_position_total[5m]))",
+    ),
+    "specroute_gateway_spec_accepted_tokens_by_response_position": Entry(
+        "draft tokens accepted in verify steps that began in the response-position bucket",
+        "specroute_gateway_spec_drafted_tokens_by_response_position_total, same bucket",
+        "tokens (ratio 0..1 as acceptance)",
+        "cumulative; rate over 5m",
+        "segment:specroute_acceptance_rate_by_response_position:ratio_rate5m",
+    ),
     "specroute_gateway_ttft_seconds": Entry(
         "time from request arrival to the first content chunk",
         "—",
@@ -288,6 +303,57 @@ CATALOG: dict[str, Entry] = {
         "instant (last heartbeat)",
         "max by (pool) (specroute_control_worker_kv_cache_usage)",
     ),
+    "specroute_control_worker_engine_steps": Entry(
+        "engine steps: batched target forward passes (vllm:iteration_tokens_total count)",
+        "—",
+        "steps",
+        "cumulative since the server started, as of its last heartbeat; rate over 5m",
+        "pool:specroute_engine_steps_per_emitted_token:ratio_rate5m",
+    ),
+    "specroute_control_worker_decode_seconds": Entry(
+        "first-to-last token seconds of finished requests (vllm:request_decode_time_seconds "
+        "sum): draft and verification together",
+        "—",
+        "seconds",
+        "cumulative since the server started, as of its last heartbeat; rate over 5m",
+        "pool:specroute_decode_seconds_per_sequence_step:ratio_rate5m",
+    ),
+    "specroute_control_worker_decode_requests": Entry(
+        "finished requests behind the decode seconds (vllm:request_decode_time_seconds count)",
+        "—",
+        "requests",
+        "cumulative since the server started, as of its last heartbeat; rate over 5m",
+        "sum by (pool) (rate(specroute_control_worker_decode_requests_total[5m]))",
+    ),
+    "specroute_control_worker_kv_blocks": Entry(
+        "KV-cache blocks in use (state=used: kv_cache_usage_perc x num_gpu_blocks) or in "
+        "all (state=total)",
+        "—",
+        "blocks",
+        "instant (last heartbeat)",
+        "pool:specroute_kv_blocks_per_running_sequence:avg5m",
+    ),
+    "specroute_control_worker_running_sequences": Entry(
+        "sequences running in the worker's engines (vllm:num_requests_running)",
+        "—",
+        "sequences",
+        "instant (last heartbeat)",
+        "sum by (pool) (specroute_control_worker_running_sequences)",
+    ),
+    "specroute_control_worker_energy_joules": Entry(
+        "host energy since the agent started (RAPL package domains + NVML devices)",
+        "—",
+        "joules (rate: watts)",
+        "cumulative since the agent started; rate over 5m",
+        "max by (pool, worker) (rate(specroute_control_worker_energy_joules_total[5m]))",
+    ),
+    "specroute_control_worker_energy_source_info": Entry(
+        "1, labelled with the energy counter's source or 'absent: REASON'",
+        "—",
+        "info",
+        "instant (last heartbeat)",
+        "count by (pool, source) (specroute_control_worker_energy_source_info)",
+    ),
     "specroute_control_adapter_acceptance_rate": Entry(
         "accepted tokens of the spec-arm requests naming the adapter (records, last hour)",
         "drafted tokens of the same requests",
@@ -326,6 +392,7 @@ ADAPTER_EXCLUSIONS = (
     "requests no record was kept for (the tenant's request_sample_rate, records past the "
     "gateway's per-window cap); the baseline arm; adapters and pairs with no draft in the hour"
 )
+NO_TELEMETRY = "workers whose last heartbeat carried no engine telemetry (agents before it)"
 EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_requests": BEFORE_ROUTING,
     "specroute_gateway_tokens": (
@@ -349,6 +416,13 @@ EXCLUSIONS: dict[str, str] = {
     ),
     "specroute_gateway_spec_accepted_tokens_by_position": (
         "the baseline arm; positions past the last label value are folded into it"
+    ),
+    "specroute_gateway_spec_drafted_tokens_by_response_position": (
+        "the baseline arm; requests with n > 1 (vLLM sends no per-request spec metrics); "
+        "requests whose engine sent no per-step arrays count under position_bucket=unknown"
+    ),
+    "specroute_gateway_spec_accepted_tokens_by_response_position": (
+        "as spec_drafted_tokens_by_response_position"
     ),
     "specroute_gateway_ttft_seconds": (
         f"{BEFORE_ROUTING}; non-streaming requests (no first token is seen); requests that "
@@ -394,6 +468,28 @@ EXCLUSIONS: dict[str, str] = {
         "unhealthy workers; requests queued at the gateway rather than in the engine"
     ),
     "specroute_control_worker_kv_cache_usage": "—",
+    "specroute_control_worker_engine_steps": (
+        f"{NO_TELEMETRY}; steps whose outputs the API server never processed (the count is kept "
+        "by the API server, one per batch of engine outputs)"
+    ),
+    "specroute_control_worker_decode_seconds": (
+        f"{NO_TELEMETRY}; requests still running (counted when they finish); the prefill (time to "
+        "first token); requests aborted before their first token"
+    ),
+    "specroute_control_worker_decode_requests": f"{NO_TELEMETRY}; requests still running",
+    "specroute_control_worker_kv_blocks": (
+        f"{NO_TELEMETRY}; servers without vllm:cache_config_info num_gpu_blocks; blocks held only "
+        "by the prefix cache (free and reusable: not in use)"
+    ),
+    "specroute_control_worker_running_sequences": (
+        f"{NO_TELEMETRY} or without vllm:cache_config_info; waiting sequences"
+    ),
+    "specroute_control_worker_energy_joules": (
+        "hosts without RAPL powercap or a readable NVML (then only the info series, "
+        "source=absent: REASON); RAPL sub-domains (inside the package figure); DRAM and "
+        "platform (psys) domains; the counter is the whole host's, not the server's share"
+    ),
+    "specroute_control_worker_energy_source_info": NO_TELEMETRY,
     "specroute_control_adapter_acceptance_rate": ADAPTER_EXCLUSIONS,
     "specroute_control_adapter_mean_acceptance_length": ADAPTER_EXCLUSIONS,
     "specroute_control_adapter_drafts": ADAPTER_EXCLUSIONS,
@@ -433,6 +529,82 @@ DERIVED: dict[str, tuple[str, Entry, str, str]] = {
         "windows with no emitted token (no series); CPU outside the servers' process "
         "trees; idle busy-waiting is included",
         "control-plane maintainers",
+    ),
+    "pool:specroute_target_passes_per_emitted_token:ratio_rate5m": (
+        "Target passes per emitted token, as a sequence sees them: each pass (a prefill "
+        "or a verify step) emits its accepted draft tokens plus one, so passes = emitted "
+        "- accepted. 1.0 on a baseline pool; 1 / mean acceptance length on a spec pool.",
+        Entry(
+            "rate of specroute_control_worker_generation_tokens_total minus rate of "
+            "specroute_control_worker_accepted_tokens_total (0 on baseline pools)",
+            "rate of specroute_control_worker_generation_tokens_total (same workers)",
+            "target passes per emitted token",
+            "5 m rates of heartbeat counters (heartbeat every 5 s)",
+            "pool:specroute_target_passes_per_emitted_token:ratio_rate5m",
+        ),
+        "windows with no emitted token (no series); extra passes of a chunked prefill "
+        "(a long prompt takes several, counted as one)",
+        "control-plane maintainers (values: the pair version's owners)",
+    ),
+    "pool:specroute_engine_steps_per_emitted_token:ratio_rate5m": (
+        "Engine steps (batched forward passes) per emitted token: below the target passes "
+        "per token when the engine batches several sequences into one step.",
+        Entry(
+            "rate of specroute_control_worker_engine_steps_total",
+            "rate of specroute_control_worker_generation_tokens_total (same workers)",
+            "engine steps per emitted token",
+            "5 m rates of heartbeat counters",
+            "pool:specroute_engine_steps_per_emitted_token:ratio_rate5m",
+        ),
+        "windows with no emitted token (no series); workers without engine telemetry",
+        "control-plane maintainers",
+    ),
+    "pool:specroute_decode_seconds_per_sequence_step:ratio_rate5m": (
+        "Wall time of one decode step as a sequence sees it: draft proposal and target "
+        "verification together (vLLM 0.32 exports no series for either alone: its timing "
+        "series are time_to_first_token, inter_token_latency, "
+        "request_time_per_output_token, e2e_request_latency and request_queue / prefill / "
+        "decode / inference_time). Compare a spec pool's figure with its baseline pool's: "
+        "the difference is the draft's cost plus the extra verified positions.",
+        Entry(
+            "rate of specroute_control_worker_decode_seconds_total",
+            "rate of sequence steps after the first token: emitted - accepted - finished "
+            "requests (specroute_control_worker_decode_requests_total)",
+            "seconds per sequence step",
+            "5 m rates of heartbeat counters",
+            "pool:specroute_decode_seconds_per_sequence_step:ratio_rate5m",
+        ),
+        "requests in flight at the window's edges (their tokens count as emitted, their "
+        "decode time when they finish); the prefill; windows without a step (no series)",
+        "control-plane maintainers (values: the pair version's owners)",
+    ),
+    "pool:specroute_kv_blocks_per_running_sequence:avg5m": (
+        "KV-cache blocks per running sequence: the time average of the blocks in use over "
+        "the time average of the sequences running (NaN on a pool idle for 5 m).",
+        Entry(
+            'avg_over_time of specroute_control_worker_kv_blocks{state="used"}',
+            "avg_over_time of specroute_control_worker_running_sequences (same workers)",
+            "blocks per sequence (x block_size tokens)",
+            "5 m, sampled at each scrape of the last heartbeat",
+            "pool:specroute_kv_blocks_per_running_sequence:avg5m",
+        ),
+        "workers without engine telemetry; sequences that started and ended between two "
+        "heartbeats; the prefix cache's free blocks",
+        "control-plane maintainers",
+    ),
+    "segment:specroute_acceptance_rate_by_response_position:ratio_rate5m": (
+        "Acceptance rate by the response position where each verify step began "
+        "(position_bucket 0-15, 16-63, 64-255, 256+, unknown): whether drafts hold up "
+        "deep in long responses.",
+        Entry(
+            "rate of specroute_gateway_spec_accepted_tokens_by_response_position_total",
+            "rate of specroute_gateway_spec_drafted_tokens_by_response_position_total",
+            "ratio 0..1",
+            "5 m rates of gateway counters",
+            "segment:specroute_acceptance_rate_by_response_position:ratio_rate5m",
+        ),
+        "the baseline arm; buckets with no drafted token in the window (no series)",
+        "gateway maintainers (values: the pair version's owners)",
     ),
 }
 

@@ -23,6 +23,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 
 from control.contract import LATENCY_BUCKETS_S, OVERFLOW_LABEL, UNSEGMENTED_LABEL, Arm
 from control.contract.auth_throttle import AUTH_FAILURE_REASONS
+from gateway.telemetry.positions import POSITION_LABELS, UNKNOWN
 from gateway.telemetry.record import RequestRecord
 
 PREFIX = "specroute_gateway_"
@@ -222,6 +223,26 @@ class GatewayMetrics:
             ["segment", "pair_version", "position"],
             registry=r,
         )
+        bucket_labels = ["segment", "pair_version", "position_bucket"]
+        buckets = ", ".join(POSITION_LABELS)
+        self.drafted_by_response_position = Counter(
+            PREFIX + "spec_drafted_tokens_by_response_position",
+            "Draft tokens proposed, by the response position (0-based token index) where "
+            f"their verify step began: position_bucket {buckets}, or {UNKNOWN} (the engine "
+            "sent no per-step arrays). Unit: tokens. Acceptance by response position: "
+            "rate(specroute_gateway_spec_accepted_tokens_by_response_position_total[5m]) "
+            "/ rate(specroute_gateway_spec_drafted_tokens_by_response_position_total[5m]).",
+            bucket_labels,
+            registry=r,
+        )
+        self.accepted_by_response_position = Counter(
+            PREFIX + "spec_accepted_tokens_by_response_position",
+            "Draft tokens the target accepted, by the response position where their verify "
+            "step began (position_bucket as for spec_drafted_tokens_by_response_position). "
+            "Unit: tokens.",
+            bucket_labels,
+            registry=r,
+        )
         latency_labels = ["segment", "arm"]
         self.ttft = Histogram(
             PREFIX + "ttft_seconds",
@@ -382,6 +403,7 @@ class GatewayMetrics:
             judged = rec.judged_positions
             if judged is not None:
                 child(self.judged_positions, segment, pv).inc(judged)
+            self._observe_response_positions(rec, segment, pv)
         if rec.ttft_ms is not None:
             child(self.ttft, segment, arm).observe(rec.ttft_ms / 1000.0)
         if rec.tpot_ms is not None:
@@ -390,6 +412,19 @@ class GatewayMetrics:
             # NOTE: as in the telemetry windows: how fast an engine refuses a bad request
             # says nothing of the arm's latency.
             child(self.e2e, segment, arm).observe(rec.e2e_ms / 1000.0)
+
+    def _observe_response_positions(self, rec: RequestRecord, segment: str, pv: str) -> None:
+        child = self._child
+        by_position = rec.by_response_position
+        if by_position is None:
+            child(self.drafted_by_response_position, segment, pv, UNKNOWN).inc(rec.drafted_tokens)
+            child(self.accepted_by_response_position, segment, pv, UNKNOWN).inc(rec.accepted_tokens)
+            return
+        # NOTE: zeros too, as per draft position: every bucket a spec request reached or
+        # not has a series, so a bucket's ratio reads 0/0 (no data) rather than missing.
+        for label, (drafted, accepted) in zip(POSITION_LABELS, by_position, strict=True):
+            child(self.drafted_by_response_position, segment, pv, label).inc(drafted)
+            child(self.accepted_by_response_position, segment, pv, label).inc(accepted)
 
     def observe_decision(self, reason: str, arm: Arm) -> None:
         self._child(self.decisions, reason, arm.value).inc()
@@ -473,6 +508,8 @@ class GatewayMetrics:
             self.accepted_by_position,
             self.full_proposals,
             self.judged_positions,
+            self.drafted_by_response_position,
+            self.accepted_by_response_position,
             self.ttft,
             self.tpot,
             self.e2e,

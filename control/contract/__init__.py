@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from control.contract.errors import ErrorBody, ErrorDetail
     from control.contract.features import Arm, RequestFeatures, SegmentSelector
-    from control.contract.heartbeat import HeartbeatAck, SpecCounters, WorkerHeartbeat
+    from control.contract.heartbeat import (
+        EngineTelemetry,
+        HeartbeatAck,
+        SpecCounters,
+        WorkerHeartbeat,
+    )
     from control.contract.pool import PoolSpec, SpeculativeConfig, lora_module_names
     from control.contract.requests import (
         NOT_ROUTED,
@@ -78,6 +83,7 @@ _WHERE = {
     "DEFAULT_TPOT_SLO_S": "control.contract.slo",
     "DEFAULT_TTFT_SLO_S": "control.contract.slo",
     "EXPOSING_STATES": "control.contract.snapshot",
+    "EngineTelemetry": "control.contract.heartbeat",
     "ErrorBody": "control.contract.errors",
     "ErrorDetail": "control.contract.errors",
     "HISTOGRAM_FIELDS": "control.contract.telemetry",
@@ -150,6 +156,7 @@ __all__ = [
     "SNAPSHOT_CHANNEL",
     "UNSEGMENTED_LABEL",
     "Arm",
+    "EngineTelemetry",
     "ErrorBody",
     "ErrorDetail",
     "HeartbeatAck",

@@ -15,6 +15,55 @@ class SpecCounters(BaseModel):
     accepted_per_position: list[int] = Field(default_factory=list)
 
 
+class EngineTelemetry(BaseModel):
+    """Per-step and memory figures read from the engine's own /metrics, and the host's
+    energy counter. vLLM 0.32 exports no draft or verification timing: the decode time
+    below covers both (docs/metrics.md derives the time per sequence step from it)."""
+
+    engine_steps: int | None = Field(
+        default=None,
+        ge=0,
+        description="Engine steps (batched target forward passes) since the server started: "
+        "the sample count of vllm:iteration_tokens_total. None: not exported.",
+    )
+    decode_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Sum over finished requests of first-to-last token time "
+        "(vllm:request_decode_time_seconds_sum): draft and verification together.",
+    )
+    decode_requests: int | None = Field(
+        default=None,
+        ge=0,
+        description="Finished requests behind decode_seconds (its _count).",
+    )
+    kv_blocks_total: int | None = Field(
+        default=None, ge=0, description="KV-cache blocks of the engines (num_gpu_blocks)."
+    )
+    kv_blocks_used: int | None = Field(
+        default=None,
+        ge=0,
+        description="Blocks in use: each engine's vllm:kv_cache_usage_perc times its blocks.",
+    )
+    kv_block_size: int | None = Field(
+        default=None, ge=1, description="Tokens per KV-cache block (block_size)."
+    )
+    energy_joules: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Host energy the agent measured since it started (RAPL package domains "
+        "and NVML devices, wraps unfolded). None: no energy counter (see energy_source).",
+    )
+    energy_source: str = Field(
+        default="absent: not measured",
+        min_length=1,
+        max_length=300,
+        description="Where energy_joules comes from (rapl:..., nvml:...), or 'absent: REASON'.",
+    )
+
+
 class WorkerHeartbeat(BaseModel):
     pool_id: int
     endpoint_url: str = Field(
@@ -41,6 +90,9 @@ class WorkerHeartbeat(BaseModel):
         description="Tokens the engine emitted since it started (vllm:generation_tokens_total).",
     )
     gpu_memory_bytes: int | None = Field(default=None, ge=0)
+    telemetry: EngineTelemetry | None = Field(
+        default=None, description="Engine step, KV-block and energy figures (None: old agent)."
+    )
     engine_version: str | None = None
     model_digest: str | None = Field(
         default=None, description="Weights digest of the target the server loaded."

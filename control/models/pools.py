@@ -60,6 +60,8 @@ class Worker(Base):
     # process-tree CPU seconds and the tokens its engine emitted.
     cpu_seconds: Mapped[float | None] = mapped_column(Float)
     generation_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    # control.contract.EngineTelemetry of the last heartbeat (steps, KV blocks, energy).
+    engine_telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     engine_version: Mapped[str | None] = mapped_column(String(50))
     # Weights digest of the target the server loaded, as its agent reported it.
     model_digest: Mapped[str | None] = mapped_column(String(64))

@@ -91,6 +91,7 @@ def record_heartbeat(
     worker.gpu_memory_bytes = beat.gpu_memory_bytes
     worker.cpu_seconds = beat.cpu_seconds
     worker.generation_tokens = beat.generation_tokens
+    worker.engine_telemetry = beat.telemetry.model_dump() if beat.telemetry is not None else None
     worker.engine_version = beat.engine_version
     worker.model_digest = beat.model_digest
     worker.high_memory_beats = (worker.high_memory_beats or 0) + 1 if high_memory else 0

@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 
 import httpx
 
-from control.contract import HeartbeatAck, WorkerHeartbeat
+from control.contract import EngineTelemetry, HeartbeatAck, WorkerHeartbeat
 from engine.agent.client import ControlClient, ControlClientError
+from engine.agent.energy import EnergyMeter
 from engine.agent.memory import (
     gpu_memory_bytes,
     process_tree,
@@ -38,6 +39,8 @@ class WorkerProbe:
     health_timeout: float = 2.0
     # Weights digest of the target the server loads (engine.artifacts), read once at start.
     model_digest: str | None = None
+    # The host's energy counter (RAPL / NVML), or why it is absent.
+    energy: EnergyMeter = field(default_factory=EnergyMeter)
     # (server pid, most CPU seconds reported for it): the CPU counter never goes back
     # while the server lives (a child caught exiting drops out of one reading).
     _cpu_high: tuple[int, float] | None = field(default=None, init=False, repr=False)
@@ -50,6 +53,21 @@ class WorkerProbe:
             used = max(used, self._cpu_high[1])
         self._cpu_high = (pid, used)
         return used
+
+    def _telemetry(self, metrics: EngineMetrics | None) -> EngineTelemetry:
+        energy = self.energy.read()
+        if metrics is None:
+            return EngineTelemetry(energy_joules=energy.joules, energy_source=energy.source)
+        return EngineTelemetry(
+            engine_steps=metrics.engine_steps,
+            decode_seconds=metrics.decode_seconds,
+            decode_requests=metrics.decode_requests,
+            kv_blocks_total=metrics.kv_blocks_total,
+            kv_blocks_used=metrics.kv_blocks_used,
+            kv_block_size=metrics.kv_block_size,
+            energy_joules=energy.joules,
+            energy_source=energy.source,
+        )
 
     def _get(self, http: httpx.Client, path: str) -> httpx.Response:
         return http.get(f"{self.endpoint_url}{path}", timeout=self.health_timeout)
@@ -86,6 +104,7 @@ class WorkerProbe:
             cpu_seconds=self._cpu_seconds(pid),
             generation_tokens=metrics.generation_tokens if metrics else None,
             gpu_memory_bytes=gpu_memory_bytes(pids),
+            telemetry=self._telemetry(metrics),
             engine_version=version,
             model_digest=self.model_digest,
             sent_at=datetime.now(UTC),

@@ -176,7 +176,7 @@ def build_server_command(
     spec_config = speculative_config_of(spec)
     if spec_config is not None:
         argv += _flag_args("speculative-config", spec_config.to_vllm())
-        argv += ["--per-request-spec-decode-metrics", "summary"]
+        argv += ["--per-request-spec-decode-metrics", "detailed"]
 
     engine_args = {k.removeprefix("--").replace("_", "-"): v for k, v in spec.engine_args.items()}
     lora_modules = lora_modules_of(spec, engine_args.pop("lora-modules", None))

@@ -71,6 +71,7 @@ def request_record(
         facts=facts,
         routing=routing,
         error_code=result.error_code,
+        by_response_position=result.spec.by_response_position,
     )
 
 

@@ -7,6 +7,8 @@ a new engine-internal field (vLLM adds them release by release) cannot leak.
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.telemetry.positions import PositionCounts, by_response_position
+
 _TOP_LEVEL = frozenset(
     {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier"}
 )
@@ -46,6 +48,9 @@ class SpecStats:
     drafted_tokens: int
     accepted_tokens: int
     accepted_per_position: tuple[int, ...]
+    # (drafted, accepted) per response-position bucket (gateway.telemetry.positions);
+    # None: the engine sent no per-step arrays (not `detailed`).
+    by_response_position: PositionCounts | None = None
 
 
 NO_SPEC = SpecStats(0, 0, 0, ())
@@ -61,11 +66,18 @@ def spec_stats(doc: dict[str, Any]) -> SpecStats | None:
         # a prefix, so position i was accepted in every step with j > i.
         histogram = [int(c) for c in sd.get("acceptance_histogram", [])]
         per_position = tuple(sum(histogram[i + 1 :]) for i in range(max(len(histogram) - 1, 0)))
+        steps_accepted, steps_drafted = sd.get("per_step_accepted"), sd.get("per_step_drafted")
+        by_position = None
+        if isinstance(steps_accepted, list) and isinstance(steps_drafted, list):
+            by_position = by_response_position(
+                [int(a) for a in steps_accepted], [int(d) for d in steps_drafted]
+            )
         return SpecStats(
             drafts=int(sd.get("num_spec_steps", sum(histogram))),
             drafted_tokens=int(sd.get("num_draft_tokens", 0)),
             accepted_tokens=int(sd.get("num_accepted_draft_tokens", sum(per_position))),
             accepted_per_position=per_position,
+            by_response_position=by_position,
         )
     except (TypeError, ValueError):
         return None

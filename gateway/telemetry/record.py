@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from control.contract import Arm, Outcome, RequestRecordDoc, SamplingSummary
 from control.contract.requests import Endpoint
+from gateway.telemetry.positions import PositionCounts
 
 __all__ = ["Outcome", "RequestFacts", "RequestRecord", "Routing", "record_doc", "sampled"]
 
@@ -85,6 +86,9 @@ class RequestRecord:
     facts: RequestFacts | None = None
     routing: Routing | None = None
     error_code: str | None = None
+    # (drafted, accepted) per response-position bucket (gateway.telemetry.positions);
+    # None: the engine sent no per-step arrays.
+    by_response_position: PositionCounts | None = None
 
     @property
     def e2e_per_token_ms(self) -> float | None:

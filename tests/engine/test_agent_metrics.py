@@ -1,6 +1,8 @@
 """Parsing vLLM's /metrics text: the cases one real server does not show (several engines,
 no speculation, a server whose counters have not started)."""
 
+from pathlib import Path
+
 from engine.agent.metrics import parse_engine_metrics
 
 TWO_ENGINES = """\
@@ -70,3 +72,39 @@ def test_emitted_tokens_are_summed_over_engines_and_none_when_not_exported() -> 
     )
     assert parse_engine_metrics(text).generation_tokens == 42
     assert parse_engine_metrics(TWO_ENGINES).generation_tokens is None
+
+
+REAL_PAGE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_0_32_metrics_spec.txt"
+
+
+def test_a_real_vllm_0_32_page_gives_steps_decode_time_and_kv_blocks() -> None:
+    # The /metrics page of the bundled tiny pair's spec server (k=3) after two
+    # sequential greedy requests of 48 tokens, as vLLM 0.32 on CPU exported it.
+    m = parse_engine_metrics(REAL_PAGE.read_text())
+    assert m.spec is not None and m.generation_tokens == 96
+    assert (m.spec.num_drafts, m.spec.num_accepted_tokens) == (41, 53)
+    assert (m.engine_steps, m.decode_requests) == (43, 2)
+    assert m.decode_seconds is not None and abs(m.decode_seconds - 1.2465041630000542) < 1e-12
+    assert (m.kv_blocks_total, m.kv_block_size, m.kv_blocks_used) == (819, 128, 0)
+    # One request at a time: every engine step is one target pass of one sequence, and
+    # each pass emits its accepted draft tokens plus one (the rule's passes = emitted -
+    # accepted), two prefills plus one verify step per draft.
+    assert m.engine_steps == m.generation_tokens - m.spec.num_accepted_tokens == 2 + 41
+
+
+CACHE_INFO = (
+    "# TYPE vllm:cache_config_info gauge\n"
+    'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="100"} 1.0\n'
+    'vllm:cache_config_info{block_size="16",engine="1",num_gpu_blocks="200"} 1.0\n'
+)
+
+
+def test_kv_blocks_in_use_weigh_each_engines_usage_by_its_own_blocks() -> None:
+    m = parse_engine_metrics(TWO_ENGINES + CACHE_INFO)
+    # engine 0: 0.25 x 100, engine 1: 0.625 x 200
+    assert (m.kv_blocks_total, m.kv_blocks_used, m.kv_block_size) == (300, 150, 16)
+    # Without the info gauge (or with num_gpu_blocks="None"), no block figures at all.
+    assert parse_engine_metrics(TWO_ENGINES).kv_blocks_total is None
+    unset = CACHE_INFO.replace('num_gpu_blocks="100"', 'num_gpu_blocks="None"')
+    assert parse_engine_metrics(TWO_ENGINES + unset).kv_blocks_total == 200
+    assert parse_engine_metrics(TWO_ENGINES).engine_steps is None

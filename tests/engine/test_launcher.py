@@ -70,7 +70,7 @@ def test_spec_pool_on_cpu_build() -> None:
         "num_speculative_tokens": 3,
         "draft_sample_method": "probabilistic",
     }
-    assert flag_value(argv, "--per-request-spec-decode-metrics") == "summary"
+    assert flag_value(argv, "--per-request-spec-decode-metrics") == "detailed"
     assert "--enable-request-id-headers" in argv
     assert flag_value(argv, "--max-model-len") == "512"
     assert flag_value(argv, "--max-num-seqs") == "8"
