@@ -182,6 +182,15 @@ CATALOG: dict[str, Entry] = {
         "cumulative; rate over 5m",
         "sum by (outcome) (rate(specroute_gateway_shadow_mirrors_total[5m]))",
     ),
+    "specroute_gateway_contract_pairs": Entry(
+        "output contract: greedy requests answered by both arms in the background and "
+        "compared, by outcome (equal, unequal, incomplete: an arm failed or timed out, "
+        "skipped at the in-flight cap)",
+        "—",
+        "requests",
+        "cumulative; rate over 5m",
+        "sum by (outcome) (rate(specroute_gateway_contract_pairs_total[5m]))",
+    ),
     "specroute_gateway_outstanding_requests": Entry(
         "requests in flight to a worker",
         "—",
@@ -439,6 +448,10 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_quota_rejections": "tenants without a quota",
     "specroute_gateway_auth_failures": "refusals before authentication (not ready, 413)",
     "specroute_gateway_shadow_mirrors": "rollouts not in the shadow stage",
+    "specroute_gateway_contract_pairs": (
+        "requests not at T=0, with n > 1, outside the rollout's contract_pair_percentage, "
+        "or with parameters the spec arm cannot serve losslessly"
+    ),
     "specroute_gateway_outstanding_requests": "other gateways' requests to the same worker",
     "specroute_gateway_telemetry_batches_flushed": "windows with no request (never sent)",
     "specroute_gateway_telemetry_batches_dropped": "—",
@@ -501,6 +514,21 @@ EXCLUSIONS: dict[str, str] = {
 # Ratios on-call reads that are recording rules (dashboards/rules.yml), not metrics a
 # process exports: (what it says, entry, exclusions, owner).
 DERIVED: dict[str, tuple[str, Entry, str, str]] = {
+    "gateway:specroute_contract_equal_share:ratio_rate5m": (
+        "Equal share at T=0: of the greedy requests answered by both arms and compared, "
+        "the share whose completion tokens were equal. Lossless speculation keeps it at 1; "
+        "the automation's output-contract guard judges the same counts per rollout.",
+        Entry(
+            'rate of specroute_gateway_contract_pairs_total{outcome="equal"}',
+            'rate of specroute_gateway_contract_pairs_total{outcome=~"equal|unequal"}',
+            "ratio",
+            "5 m rates of gateway counters",
+            "gateway:specroute_contract_equal_share:ratio_rate5m",
+        ),
+        "incomplete pairs (an arm failed or timed out) and skipped checks; windows with no "
+        "compared pair (no series)",
+        "control-plane maintainers (values: the pair version's owners)",
+    ),
     "pool:specroute_cpu_seconds_per_accepted_token:ratio_rate5m": (
         "Cost per accepted token: engine CPU seconds of a spec pool per draft token its "
         "engines accepted, per pool and pair version.",

@@ -311,6 +311,15 @@ class GatewayMetrics:
             ["outcome"],
             registry=r,
         )
+        self.contract_pairs = Counter(
+            PREFIX + "contract_pairs",
+            "Output contract: greedy requests answered by both arms in the background and "
+            "compared token for token, by outcome (equal, unequal, incomplete: an arm failed "
+            "or timed out, skipped at the in-flight cap). Equal share at T=0 = equal / "
+            "(equal + unequal). Unit: requests.",
+            ["outcome"],
+            registry=r,
+        )
         self.quota_store_failures = Counter(
             PREFIX + "quota_store_failures",
             "Calls to the shared quota store (Redis) that failed or timed out; each puts "
@@ -431,6 +440,9 @@ class GatewayMetrics:
 
     def observe_shadow(self, outcome: str) -> None:
         self.shadow_mirrors.labels(outcome).inc()
+
+    def observe_contract_pair(self, outcome: str) -> None:
+        self.contract_pairs.labels(outcome).inc()
 
     def observe_quota_store_failure(self, operation: str) -> None:
         self.quota_store_failures.labels(operation).inc()

@@ -323,6 +323,13 @@ def dispatched(state: GatewayState, arrival: Arrival, opened: Opened, acct: Acco
         request_id=arrival.request_id,
         tenant=arrival.tenant,
     )
+    # Output contract: a sampled greedy request is also answered by both arms, compared.
+    state.pair_checks.maybe_check(
+        opened.decision,
+        path=arrival.path,
+        doc=arrival.received.doc,
+        request_id=arrival.request_id,
+    )
     state.metrics.observe_decision(str(opened.decision.reason), opened.decision.arm)
 
 

@@ -8,6 +8,7 @@ import httpx
 from gateway.auth_guard import AuthGuard
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.engine_http import EngineClient
+from gateway.proxy.pair_check import PairChecks
 from gateway.proxy.shadow import ShadowMirrors
 from gateway.quota.limiter import QuotaLimiter
 from gateway.routing.balancer import Balancer
@@ -33,9 +34,20 @@ class GatewayState:
     engine_client: EngineClient | None = None
     background: set[asyncio.Task[None]] = field(default_factory=set)
     shadow: ShadowMirrors = field(init=False)
+    pair_checks: PairChecks = field(init=False)
 
     def __post_init__(self) -> None:
         self.shadow = ShadowMirrors(
+            max_inflight=self.settings.shadow_max_inflight,
+            budget_s=self.settings.shadow_budget_s,
+            balancer=self.balancer,
+            metrics=self.metrics,
+            aggregator=self.aggregator,
+            engine=lambda: self.engine,
+            background=self.background,
+        )
+        # NOTE: the shadow's cap and budget: both are the background copies' load bound.
+        self.pair_checks = PairChecks(
             max_inflight=self.settings.shadow_max_inflight,
             budget_s=self.settings.shadow_budget_s,
             balancer=self.balancer,

@@ -1,14 +1,15 @@
 """The false-alarm budget: how it is split over the families that can flip a rollout.
 
 One false-alarm budget (`false_alarm_rate` over `false_alarm_horizon_windows`)
-is split evenly over the four families that can flip a rollout: acceptance,
-latency, errors, and promotion (the last shared by the rollout's stages).
+is split evenly over the five families that can flip a rollout: acceptance,
+latency, errors, the output contract, and promotion (the last shared by the
+rollout's stages).
 """
 
 from control.models import ThresholdSet
 from control.stats import SprtConfig
 
-FAMILIES = ("acceptance", "latency", "errors", "promotion")
+FAMILIES = ("acceptance", "latency", "errors", "contract", "promotion")
 # Level of the error-rate non-inferiority bound promotion needs: the chance that a pair
 # whose errors are worse than the margin ever passes this check, per stage, is at most
 # this (the error CUSUM keeps watching after). NOTE: not the promotion family's share of

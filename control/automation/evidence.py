@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from control.automation.contract import ContractGuard
 from control.automation.load_plan import NEXT_STAGE
 from control.stats import (
     AcceptanceEstimate,
@@ -176,6 +177,8 @@ class Evidence(BaseModel):
     recent: Recent | None
     next_stage: NextStage | None
     saturation: Saturation
+    # The paired greedy checks of the output contract (None: no check read yet).
+    output_contract: ContractGuard | None = None
     blocks: dict[str, list[tuple[float, float, int, int]]]
     missing: list[str]
 

@@ -36,6 +36,7 @@ from control.automation.budget import (
     spent,
     sprt_config,
 )
+from control.automation.contract import ContractGuard, contract_guard
 from control.automation.evidence import (
     ArmSummary,
     Budget,
@@ -117,8 +118,18 @@ def gather_evidence(
     )
     window_seconds = max((w.window_seconds for w in [*spec_rows, *base_rows]), default=10)
     arms = Arms.of(rollout, spec, base, starts, stage_first, spec_workers, window_seconds)
+    contract = contract_guard(
+        repository.contract_counts(session, rollout, since, until),
+        rollout.threshold_set,
+        family_alpha(rollout.threshold_set),
+    )
     return build_evidence(
-        arms, exposed_since=since, until=until, spec_ids=spec_ids, base_ids=base_ids
+        arms,
+        exposed_since=since,
+        until=until,
+        spec_ids=spec_ids,
+        base_ids=base_ids,
+        contract=contract,
     )
 
 
@@ -194,6 +205,7 @@ def build_evidence(
     until: datetime,
     spec_ids: list[int],
     base_ids: list[int],
+    contract: ContractGuard | None = None,
 ) -> Evidence:
     """Every statistic of one evaluation; `missing` lists, in this order, why any is None."""
     t, rollout = arms.t, arms.rollout
@@ -252,6 +264,7 @@ def build_evidence(
         recent=recent_windows(arms),
         next_stage=next_stage_,
         saturation=saturation(arms),
+        output_contract=contract,
         blocks=blocks,
         missing=missing,
     )

@@ -71,6 +71,15 @@ def _evidence_lines(evidence: Evidence | None, health: PoolHealth | None) -> lis
                 f"{_fmt(e.baseline_rate, '.3%')}, margin {e.margin:.2%}; CUSUM peak "
                 f"{e.cusum.peak:.2f}, threshold {e.cusum.threshold:.2f}."
             )
+        oc = evidence.output_contract
+        if oc is not None:
+            lines.append(
+                f"- Output contract: {oc.equal} of {oc.pairs} greedy pairs equal (equal share "
+                f"{_fmt(oc.equal_share, '.2%')}, {oc.incomplete} incomplete, allowed mismatch "
+                f"{oc.test.allowed_rate:.2%}); evidence ln {oc.test.log_evidence:.2f} (alarm at "
+                f"{oc.test.threshold:.2f}); unequal request ids: "
+                f"{', '.join(oc.mismatched_ids) or 'none'}."
+            )
         for cmp in evidence.stage.values():
             lines.append(
                 f"- This stage, {cmp.metric} at matched load: speedup {cmp.speedup:.3f} "

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Connection, CursorResult, select, update
 from sqlalchemy.orm import Session
 
-from control.contract import Arm, RolloutState
+from control.contract import Arm, OutputContractCounts, RolloutState
 from control.models import (
     AuditEvent,
     Decision,
@@ -45,6 +45,26 @@ _PARSED_LOCK = threading.Lock()
 _FETCH_CHUNK = 500
 
 
+def contract_counts(
+    session: Session, rollout: Rollout, start: datetime, end: datetime
+) -> list[OutputContractCounts]:
+    """The paired output checks of the rollout's spec-arm windows in [start, end)."""
+    stmt = select_windows(
+        start=start,
+        end=end,
+        rollout_id=rollout.id,
+        segment_id=rollout.segment_id,
+        arm=Arm.SPEC.value,
+        pair_version_id=rollout.pair_version_id,
+    ).with_only_columns(TelemetryWindowRow.moments)
+    counts: list[OutputContractCounts] = []
+    for moments in session.scalars(stmt):
+        found = (moments or {}).get("output_contract")
+        if found:
+            counts.append(OutputContractCounts.model_validate(found))
+    return counts
+
+
 def arm_windows(
     session: Session, rollout: Rollout, arm: Arm, start: datetime, end: datetime
 ) -> tuple[list[int], list[WindowArrays]]:
@@ -54,6 +74,8 @@ def arm_windows(
     assignment chose. Requests forced to an arm (incompatible parameters, override,
     stale snapshot, fallback) carry no rollout, so they cannot skew the comparison.
     """
+    row = TelemetryWindowRow
+    # NOTE: a window of 0 requests carries paired output checks only (`contract_counts`).
     stmt = select_windows(
         start=start,
         end=end,
@@ -61,8 +83,7 @@ def arm_windows(
         segment_id=rollout.segment_id,
         arm=arm.value,
         pair_version_id=rollout.pair_version_id if arm is Arm.SPEC else None,
-    )
-    row = TelemetryWindowRow
+    ).where(row.requests > 0)
     bind = session.get_bind()
     database = str(bind.engine.url if isinstance(bind, Connection) else bind.url)
     keys: list[_Key] = [

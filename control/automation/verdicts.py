@@ -4,7 +4,8 @@ No database and no clock here, so every rule is tested directly with numbers.
 
 Who may flip, and on what:
 - The statistical monitors (acceptance SPRT-CUSUM, load-matched latency CUSUM,
-  error-rate CUSUM; see `gather.py`) are valid under repeated looks and share
+  error-rate CUSUM, the output contract's paired greedy checks; see `gather.py`
+  and `contract.py`) are valid under repeated looks and share
   one false-alarm budget, so the guard tick (15 s) and the evaluation (60 s)
   read the *same* monitors and reach the same verdict: a failure rolls back a
   canary or ramping rollout and disables a full or probation one (which
@@ -69,6 +70,8 @@ class GuardReason(StrEnum):
     LOW_ACCEPTANCE = "low_acceptance"
     LATENCY_REGRESSION = "latency_regression"
     ERROR_REGRESSION = "error_regression"
+    # Greedy requests answered by both arms differ more often than the allowed rate.
+    OUTPUT_CONTRACT = "output_contract"
 
 
 class HoldReason(StrEnum):
@@ -132,6 +135,20 @@ def fmt_vs(value: float, bound: float, digits: int = 3) -> tuple[str, str]:
 def monitor_failures(evidence: Evidence) -> list[tuple[GuardReason, str]]:
     """What the sequential monitors found; each has already spent its share of the budget."""
     failures: list[tuple[GuardReason, str]] = []
+    # The output contract first: a rollout whose arms answer differently fails on that.
+    contract = evidence.output_contract
+    if contract is not None and contract.test.alarm:
+        test = contract.test
+        ids = ", ".join(contract.mismatched_ids[:5])
+        failures.append(
+            (
+                GuardReason.OUTPUT_CONTRACT,
+                f"output contract broken: {test.failures} of {test.trials} greedy pairs "
+                f"differ between the arms ({test.observed_rate or 0:.1%}, allowed "
+                f"{test.allowed_rate:.1%}): evidence ln {test.log_evidence:.1f} >= "
+                f"{test.threshold:.1f}; unequal requests include {ids}",
+            )
+        )
     monitor = evidence.acceptance_monitor
     if monitor is not None and monitor.decision is SprtDecision.REJECT:
         failures.append(

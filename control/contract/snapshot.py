@@ -142,6 +142,13 @@ class RolloutSpec(BaseModel):
     )
     cohort_salt: str
     version: int
+    contract_percentage: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=100.0,
+        description="Share of the rollout's greedy (T=0) requests that get a paired output "
+        "check: the same request run on both arms in the background, tokens compared.",
+    )
 
     @property
     def exposing(self) -> bool:

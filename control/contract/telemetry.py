@@ -169,8 +169,36 @@ class WindowCounts(BaseModel):
     request_acceptance: RequestAcceptance = Field(default_factory=RequestAcceptance)
 
 
+MAX_MISMATCH_IDS = 20
+
+
+class OutputContractCounts(BaseModel):
+    """Paired greedy checks of the output contract in one window: the same T=0 request
+    run on both arms and their completion tokens compared (no text kept, ids only).
+    Carried on the spec arm's window of the rollout."""
+
+    pairs: int = Field(default=0, ge=0, description="Pairs whose two answers were compared.")
+    equal: int = Field(default=0, ge=0, description="Pairs whose completion tokens were equal.")
+    divergence_sum: int = Field(
+        default=0,
+        ge=0,
+        description="Sum over unequal pairs of the first position where they differ (tokens, "
+        "or characters when an engine returned no token ids).",
+    )
+    incomplete: int = Field(
+        default=0, ge=0, description="Checks where an arm failed or timed out: no pair."
+    )
+    mismatched_ids: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_MISMATCH_IDS,
+        description="Request ids of unequal pairs (the first MAX_MISMATCH_IDS of the window).",
+    )
+
+
 class TelemetryWindow(WindowCounts):
     """One (segment, arm, pair version, rollout) window of one gateway."""
+
+    output_contract: OutputContractCounts = Field(default_factory=OutputContractCounts)
 
     segment_id: int | None = Field(description="None: no segment matched.")
     arm: Arm

@@ -50,4 +50,8 @@ class ThresholdSet(Base):
     offline_max_stale_fraction: Mapped[float] = mapped_column(Float, default=0.1)
     # The shadow stage: the share of the segment's requests mirrored to the spec pool.
     shadow_percentage: Mapped[float] = mapped_column(Float, default=10.0)
+    # The output contract in production (see control/automation/contract.py): the share
+    # of greedy requests run on both arms and compared, and the mismatch rate allowed.
+    contract_pair_percentage: Mapped[float] = mapped_column(Float, default=2.0)
+    contract_max_mismatch: Mapped[float] = mapped_column(Float, default=0.01)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

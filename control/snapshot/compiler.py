@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from control.contract import (
+    EXPOSING_STATES,
     PairCapabilities,
     PairVersionSpec,
     PolicySnapshot,
@@ -127,6 +128,12 @@ def rollout_spec(rollout: Rollout) -> RolloutSpec:
         ),
         cohort_salt=rollout.cohort_salt,
         version=rollout.version,
+        contract_percentage=(
+            rollout.threshold_set.contract_pair_percentage
+            if rollout.state == RolloutState.SHADOW.value
+            or RolloutState(rollout.state) in EXPOSING_STATES
+            else 0.0
+        ),
     )
 
 

@@ -36,10 +36,12 @@ from control.stats.sequential import (
     BlockEstimate,
     ConfidenceSequence,
     CusumResult,
+    RateExceedance,
     confidence_sequence,
     cusum_threshold,
     gaussian_cusum,
     mixture_radius,
+    rate_exceedance,
 )
 from control.stats.sprt import (
     SprtConfig,
@@ -65,6 +67,7 @@ __all__ = [
     "DepthRow",
     "InconsistentCountersError",
     "InsufficientSamplesError",
+    "RateExceedance",
     "SpecFlow",
     "SprtConfig",
     "SprtDecision",
@@ -90,6 +93,7 @@ __all__ = [
     "mixture_radius",
     "monitor_acceptance",
     "operating_characteristic",
+    "rate_exceedance",
     "sprt_acceptance",
     "sprt_test",
     "wald_expected_trials",

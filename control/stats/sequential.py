@@ -45,6 +45,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from pydantic import BaseModel, ConfigDict
 
 from control.stats.errors import StatsError
@@ -239,4 +241,83 @@ def confidence_sequence(
         alpha=alpha,
         mixture_scale=mixture_scale,
         one_sided=one_sided,
+    )
+
+
+class RateExceedance(BaseModel):
+    """Whether a Bernoulli rate provably exceeds `allowed_rate`, read at any time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    allowed_rate: float
+    alpha: float
+    trials: int
+    failures: int
+    observed_rate: float | None
+    log_evidence: float  # ln of the mixture likelihood ratio (0 before any trial)
+    threshold: float  # ln(1 / alpha)
+    alarm: bool
+    alternatives: tuple[float, ...]
+
+
+# The alternative rates of the mixture, as multiples of the allowed rate (capped below 1).
+RATE_MULTIPLES = (2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+
+def rate_alternatives(allowed_rate: float) -> tuple[float, ...]:
+    """The mixture's alternative rates: RATE_MULTIPLES of the allowed rate, below 1."""
+    found = {min(allowed_rate * m, 0.99) for m in RATE_MULTIPLES}
+    return tuple(sorted(q for q in found if q > allowed_rate))
+
+
+def rate_log_evidence(
+    failures: ArrayLike, trials: ArrayLike, allowed_rate: float
+) -> NDArray[np.float64]:
+    """ln of the mixture likelihood ratio of `rate_exceedance`, elementwise."""
+    k = np.asarray(failures, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    qs = np.asarray(rate_alternatives(allowed_rate))
+    shape = (len(qs),) + (1,) * k.ndim
+    q = qs.reshape(shape)
+    logs = k * np.log(q / allowed_rate) + (n - k) * np.log((1 - q) / (1 - allowed_rate))
+    top = logs.max(axis=0)
+    result: NDArray[np.float64] = top + np.log(np.exp(logs - top).mean(axis=0))
+    return result
+
+
+def rate_exceedance(
+    failures: int, trials: int, *, allowed_rate: float, alpha: float
+) -> RateExceedance:
+    """One-sided sequential test of "rate > allowed_rate" on cumulative Bernoulli counts.
+
+    The statistic is the average, over alternatives q_j = allowed_rate * m_j (m_j in
+    RATE_MULTIPLES, kept below 1), of the likelihood ratios
+
+        L_j = (q_j / p0)^failures ((1 - q_j) / (1 - p0))^(trials - failures),  p0 = allowed.
+
+    For a true rate p <= p0 and q > p0 one trial's factor has mean p q / p0 + (1 - p)(1 -
+    q) / (1 - p0) <= 1, so each L_j, and their average, is a nonnegative supermartingale
+    of mean <= 1: by Ville's inequality the chance that it ever reaches 1 / alpha, however
+    often it is read, is at most alpha. The counts are exact (a binomial, not a Gaussian
+    approximation), which matters at the small rates this watches (a few mismatches).
+    """
+    if not 0 < allowed_rate < 1:
+        raise StatsError(f"allowed_rate {allowed_rate} must lie in (0, 1)")
+    if not 0 < alpha < 1:
+        raise StatsError(f"alpha {alpha} must lie in (0, 1)")
+    if trials < 0 or not 0 <= failures <= trials:
+        raise StatsError(f"need 0 <= failures ({failures}) <= trials ({trials})")
+    alternatives = rate_alternatives(allowed_rate)
+    log_evidence = float(rate_log_evidence(failures, trials, allowed_rate))
+    threshold = math.log(1 / alpha)
+    return RateExceedance(
+        allowed_rate=allowed_rate,
+        alpha=alpha,
+        trials=trials,
+        failures=failures,
+        observed_rate=failures / trials if trials else None,
+        log_evidence=log_evidence,
+        threshold=threshold,
+        alarm=log_evidence >= threshold,
+        alternatives=alternatives,
     )

@@ -56,7 +56,10 @@ def row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -
             **{name: getattr(window, name).model_dump() for name in HISTOGRAM_FIELDS},
             "by_load": [s.model_dump() for s in window.by_load],
         },
-        "moments": {name: getattr(window, name).model_dump() for name in MOMENT_FIELDS},
+        "moments": {
+            **{name: getattr(window, name).model_dump() for name in MOMENT_FIELDS},
+            "output_contract": window.output_contract.model_dump(),
+        },
     }
 
 
@@ -103,6 +106,7 @@ def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:
         by_load=histograms.get("by_load", []),
         # NOTE: a histogram or moment added after a row was stored reads as empty (zeros).
         **{name: moments.get(name, {}) for name in MOMENT_FIELDS},
+        output_contract=moments.get("output_contract", {}),
     )
 
 

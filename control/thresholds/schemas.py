@@ -113,6 +113,22 @@ class ThresholdValues(BaseModel):
         le=100.0,
         description="Shadow stage: share of the segment's requests mirrored to the spec pool.",
     )
+    contract_pair_percentage: float = Field(
+        default=2.0,
+        ge=0.0,
+        le=100.0,
+        description="Output contract: share of the rollout's greedy (T=0) requests run on both "
+        "arms in the background and compared token for token (0: no paired checks). Each "
+        "costs one extra request on each pool.",
+    )
+    contract_max_mismatch: float = Field(
+        default=0.01,
+        gt=0.0,
+        lt=0.5,
+        description="Output contract: the share of unequal greedy pairs tolerated (> 0: fp32 "
+        "kernels can break near-ties differently); the guard disables a rollout whose "
+        "mismatch rate is provably above it.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -177,6 +193,8 @@ class ThresholdSetChange(BaseModel):
     offline_min_cases: int | None = Field(default=None, ge=1, le=10_000_000)
     offline_max_stale_fraction: float | None = Field(default=None, ge=0.0, lt=1.0)
     shadow_percentage: float | None = Field(default=None, gt=0.0, le=100.0)
+    contract_pair_percentage: float | None = Field(default=None, ge=0.0, le=100.0)
+    contract_max_mismatch: float | None = Field(default=None, gt=0.0, lt=0.5)
 
 
 class ThresholdSet(ThresholdValues):

@@ -40,6 +40,9 @@ class Decision:
     # Shadow stage: the spec pool a copy of this request is mirrored to (response
     # discarded); None when not sampled, or when anything forced the arm.
     mirror: PoolSnapshot | None = None
+    # Output contract: (spec pool, baseline pool) to run a copy of this greedy request on
+    # both, in the background, and compare their tokens; None when not sampled.
+    pair_check: tuple[PoolSnapshot, PoolSnapshot] | None = None
     adapter: str | None = None  # the LoRA adapter the request named as its model
     # reason incompatible_parameter: the parameter the spec pool cannot serve losslessly
     parameter: str | None = None
@@ -72,6 +75,7 @@ class Decision:
             fallback=None,
             fallback_pair=None,
             mirror=None,
+            pair_check=None,
             parameter=None,
         )
 
@@ -265,6 +269,25 @@ def decide(inp: DecisionInput) -> Decision:
         sample_key = inp.request_id or inp.cohort_key
         if in_spec_cohort(rollout.cohort_salt, inp.tenant.name, sample_key, rollout.percentage):
             decision = replace(decision, mirror=spec_pool)
+    if (
+        rollout is not None
+        and rollout.contract_percentage > 0.0
+        and (rollout.state is RolloutState.SHADOW or rollout.exposing)
+        and inp.body.temperature == 0.0
+        and (inp.body.n or 1) == 1
+        and incompatible is None
+        and not version_mismatch
+        and not stale
+        and not _adapter_mismatch(spec_pair, segment, adapter)
+        and spec_pool is not None
+        and baseline_pool is not None
+    ):
+        # NOTE: salted apart from the cohort and the shadow's sample, so the paired share
+        # is drawn across both arms' callers alike.
+        sample_key = inp.request_id or inp.cohort_key
+        salt = f"{rollout.cohort_salt}|contract"
+        if in_spec_cohort(salt, inp.tenant.name, sample_key, rollout.contract_percentage):
+            decision = replace(decision, pair_check=(spec_pool, baseline_pool))
     if primary is None:
         # The arm's pool does not exist at all: go straight to the other one.
         return replace(

@@ -20,11 +20,13 @@ from control.contract import (
     COUNTER_FIELDS,
     HISTOGRAM_FIELDS,
     LATENCY_BUCKETS_MS,
+    MAX_MISMATCH_IDS,
     SLICE_HISTOGRAM_FIELDS,
     Arm,
     LatencyHistogram,
     LoadSlice,
     LoadTotals,
+    OutputContractCounts,
     RequestAcceptance,
     RequestRecordDoc,
     TelemetryBatch,
@@ -33,6 +35,7 @@ from control.contract import (
     log_ms,
 )
 from gateway.telemetry.buckets import bucket_index
+from gateway.telemetry.pair_record import PairRecord
 from gateway.telemetry.record import RequestRecord, record_doc
 
 log = logging.getLogger(__name__)
@@ -137,7 +140,13 @@ class _Accumulator:
             acc.accepted_judged += a * judged
             acc.judged_sq += judged * judged
 
-    def to_contract(self, key: WindowKey, started: datetime, seconds: int) -> TelemetryWindow:
+    def to_contract(
+        self,
+        key: WindowKey,
+        started: datetime,
+        seconds: int,
+        contract: OutputContractCounts | None = None,
+    ) -> TelemetryWindow:
         seg, arm, pv, ro = key
         return TelemetryWindow(
             segment_id=seg,
@@ -152,6 +161,7 @@ class _Accumulator:
             by_load=[sl.to_contract(bucket) for bucket, sl in sorted(self.by_load.items())],
             load=self.load.model_copy(),
             request_acceptance=self.acceptance.model_copy(),
+            output_contract=contract.model_copy() if contract else OutputContractCounts(),
         )
 
     def _add_load(
@@ -175,6 +185,9 @@ class _Window:
     records: list[RequestRecordDoc] = field(default_factory=list)
     records_dropped: int = 0
     refusals_kept: int = 0  # of `records`: requests refused before routing
+    # Paired output checks, on the rollout's spec-arm key (a key with checks and no
+    # request ships as a window of 0 requests).
+    contract: dict[WindowKey, OutputContractCounts] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -239,6 +252,26 @@ class TelemetryAggregator:
             acc.add(rec)
             if doc is not None:
                 self._keep(window, doc)
+
+    def record_pair(self, rec: PairRecord) -> None:
+        """Count one paired output check on its rollout's spec-arm window."""
+        key: WindowKey = (rec.segment_id, Arm.SPEC, rec.pair_version_id, rec.rollout_id)
+        with self._lock:
+            window = self._window_for(self.window_start_of(rec.finished_at))
+            counts = window.contract.get(key)
+            if counts is None:
+                counts = window.contract[key] = OutputContractCounts()
+            outcome = rec.outcome
+            if outcome is None:
+                counts.incomplete += 1
+                return
+            counts.pairs += 1
+            if outcome.equal:
+                counts.equal += 1
+                return
+            counts.divergence_sum += outcome.first_divergence or 0
+            if len(counts.mismatched_ids) < MAX_MISMATCH_IDS:
+                counts.mismatched_ids.append(rec.request_id)
 
     def record_refusal(self, doc: RequestRecordDoc, finished_at: float) -> None:
         """Keep the record of a request refused before routing: it ships with the
@@ -310,17 +343,21 @@ class TelemetryAggregator:
         return TelemetryBatch(
             gateway_id=self.gateway_id,
             window_start=started,
-            windows=list(self._to_windows(started, window.by_key)),
+            windows=list(self._to_windows(started, window.by_key, window.contract)),
             requests=window.records,
             requests_dropped=window.records_dropped,
         )
 
     def _to_windows(
-        self, started: datetime, window: dict[WindowKey, _Accumulator]
+        self,
+        started: datetime,
+        window: dict[WindowKey, _Accumulator],
+        contract: dict[WindowKey, OutputContractCounts],
     ) -> Iterator[TelemetryWindow]:
         def order(key: WindowKey) -> tuple[int, str, int, int]:
             seg, arm, pv, ro = key
             return (-1 if seg is None else seg, arm.value, pv or -1, ro or -1)
 
-        for key in sorted(window, key=order):
-            yield window[key].to_contract(key, started, self.window_seconds)
+        for key in sorted(window.keys() | contract.keys(), key=order):
+            acc = window.get(key) or _Accumulator()
+            yield acc.to_contract(key, started, self.window_seconds, contract.get(key))

@@ -44,6 +44,7 @@ def make_snapshot(
     holdout_percentage: float = 0.0,
     pair_engine_version: str | None = None,
     spec_engine_versions: list[str | None] | None = None,
+    contract_percentage: float = 0.0,
 ) -> PolicySnapshot:
     pair = PairVersionSpec(
         id=PAIR_ID,
@@ -101,6 +102,7 @@ def make_snapshot(
             holdout_percentage=holdout_percentage,
             cohort_salt="salt-1",
             version=1,
+            contract_percentage=contract_percentage,
         )
     ]
     return PolicySnapshot(

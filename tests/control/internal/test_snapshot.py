@@ -61,6 +61,7 @@ def test_snapshot_compiles_every_part_of_the_live_state(
         "holdout_percentage": 0.0,  # a holdout only at full
         "cohort_salt": "salt-123",
         "version": 4,
+        "contract_percentage": 2.0,  # the threshold set's paired-check share, while exposed
     }
 
     (pv,) = snap.pair_versions

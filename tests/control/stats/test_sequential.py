@@ -13,7 +13,12 @@ from control.stats import (
     gaussian_cusum,
     mixture_radius,
 )
-from control.stats.sequential import llr_cusum, one_sided_mixture_radius
+from control.stats.sequential import (
+    llr_cusum,
+    one_sided_mixture_radius,
+    rate_exceedance,
+    rate_log_evidence,
+)
 
 
 def _blocks(estimates: np.ndarray, variance: float) -> list[BlockEstimate]:
@@ -163,3 +168,33 @@ def test_one_sided_bound_holds_its_level_ever_and_is_narrower() -> None:
     cs = confidence_sequence(blocks, alpha=alpha, mixture_scale=rho, one_sided=True)
     assert cs is not None and cs.one_sided
     assert cs.upper - cs.estimate == pytest.approx(one_sided_mixture_radius(1e5, alpha, rho))
+
+
+def test_rate_exceedance_false_alarms_stay_under_alpha_at_the_allowed_rate() -> None:
+    """Read after every window, the mixture test alarms on a rate at the allowed one in at
+    most alpha of the runs (Ville), and the closer-to-alpha the longer it runs."""
+    rng = np.random.default_rng(7)
+    allowed, alpha, runs, windows, pairs = 0.01, 0.05, 2000, 200, 10
+    failures = rng.binomial(pairs, allowed, size=(runs, windows)).cumsum(axis=1)
+    trials = np.arange(1, windows + 1) * pairs
+    evidence = rate_log_evidence(failures, np.broadcast_to(trials, failures.shape), allowed)
+    ever = (evidence >= math.log(1 / alpha)).any(axis=1).mean()
+    assert ever <= alpha, ever
+    assert ever > 0.0  # the test is not vacuous: it does alarm sometimes, as Ville allows
+
+
+def test_rate_exceedance_detects_a_broken_contract_in_a_few_pairs() -> None:
+    ok = rate_exceedance(0, 500, allowed_rate=0.01, alpha=0.002)
+    assert not ok.alarm and ok.log_evidence < 0 and ok.observed_rate == 0.0
+    # Every pair differs: a handful of pairs is evidence enough.
+    broken = [rate_exceedance(n, n, allowed_rate=0.01, alpha=0.002).alarm for n in range(1, 6)]
+    assert broken.index(True) + 1 <= 3
+    # 3 % against 1 % allowed takes longer but gets there.
+    slow = rate_exceedance(30, 1000, allowed_rate=0.01, alpha=0.002)
+    assert slow.alarm and slow.observed_rate == pytest.approx(0.03)
+    # At the allowed rate, never.
+    assert not rate_exceedance(10, 1000, allowed_rate=0.01, alpha=0.002).alarm
+    with pytest.raises(StatsError):
+        rate_exceedance(3, 2, allowed_rate=0.01, alpha=0.01)
+    with pytest.raises(StatsError):
+        rate_exceedance(0, 2, allowed_rate=0.0, alpha=0.01)
