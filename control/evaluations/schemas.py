@@ -19,6 +19,15 @@ class CaseSource(StrEnum):
     CURATED = "curated"
 
 
+class Boundary(StrEnum):
+    """Where a blocking case sits: a regression on it blocks `start`."""
+
+    AUTHORIZATION = "authorization"
+    PRIVACY = "privacy"
+    SAFETY = "safety"
+    IRREVERSIBLE_ACTION = "irreversible_action"
+
+
 class CaseOutcome(StrEnum):
     """A case's outcome in an offline evaluation, best first (`OUTCOME_RANK`): `ok`
     completed (and, where the evaluator ran a baseline engine at temperature 0,
@@ -55,6 +64,20 @@ class EvalCaseCreate(BaseModel):
         min_length=1, max_length=500, description="Key of the prompt in the set's prompt store."
     )
     prompt_sha256: str = Field(pattern=_SHA256, description="sha256 of the stored prompt.")
+    blocking: bool = Field(
+        default=False,
+        description="A boundary case: a regression on it blocks `start` into shadow whatever "
+        "the aggregate, and no waiver lifts it (needs `boundary`).",
+    )
+    boundary: Boundary | None = Field(
+        default=None, description="authorization, privacy, safety or irreversible_action."
+    )
+
+    @model_validator(mode="after")
+    def _blocking_has_boundary(self) -> Self:
+        if self.blocking and self.boundary is None:
+            raise ValueError("a blocking case names its boundary")
+        return self
 
 
 class EvalSetCreate(BaseModel):

@@ -46,6 +46,7 @@ def create_set(session: Session, body: EvalSetCreate, *, actor: str) -> EvalSet:
     )
     for case in row.cases:
         case.source = str(case.source)
+        case.boundary = None if case.boundary is None else str(case.boundary)
     session.add(row)
     session.flush()
     record_audit(

@@ -17,12 +17,15 @@ from control.api.etag import (
     required_if_match_or_any,
     set_etag,
 )
+from control.api.handlers import render_control_error
 from control.api.idempotency import IdempotencyDep
 from control.api.ids import MAX_ID, IdPath
 from control.api.pagination import Cursor, Limit, Page, page_of
+from control.audit.service import record_audit
 from control.contract import RolloutState
 from control.rollouts import repository as repo
 from control.rollouts import service
+from control.rollouts.blocking import BlockingCaseRegression
 from control.rollouts.schemas import Rollout, RolloutActionBody, RolloutCreate, RolloutUpdate
 from control.rollouts.state_machine import RolloutAction
 
@@ -115,7 +118,10 @@ def delete_rollout(
         "evaluate, start, promote, pause, resume, rollback, disable or enable. An illegal "
         "transition is 409 naming the allowed actions; a `start` without its stage's evidence "
         "(offline evaluation into shadow, the shadow's exit criterion into canary) is 409 "
-        "`missing_evidence` naming it, unless the body waives it with a reason. A stale "
+        "`missing_evidence` naming it, unless the body waives it with a reason. A regression "
+        "on a blocking boundary case of the segment's eval set is 409 "
+        "`blocking_case_regression` naming the cases, waived or not, and audited "
+        "(`rollout.start_blocked`). A stale "
         "If-Match is 412. Without If-Match the action applies to the version read, still as "
         "a compare-and-set."
     ),
@@ -129,18 +135,33 @@ def act_on_rollout(
     body: RolloutActionBody | None = None,
 ) -> JSONResponse:
     # NOTE: with an Idempotency-Key a retried `promote` replays instead of promoting twice.
-    rollout = service.transition_rollout(
-        session,
-        rollout_id,
-        action,
-        expected_version=expected,
-        actor=idem.principal.actor,
-        reason=body.reason if body else None,
-        evidence=None,
-        task_id=None,
-        kind=None,
-        waive=frozenset(body.waive) if body else frozenset(),
-    )
+    try:
+        rollout = service.transition_rollout(
+            session,
+            rollout_id,
+            action,
+            expected_version=expected,
+            actor=idem.principal.actor,
+            reason=body.reason if body else None,
+            evidence=None,
+            task_id=None,
+            kind=None,
+            waive=frozenset(body.waive) if body else frozenset(),
+        )
+    except BlockingCaseRegression as exc:
+        # The refusal is itself a record: nothing else was written, so the request's
+        # session keeps only the audit event (committed as the 409 goes out).
+        session.rollback()
+        record_audit(
+            session,
+            actor=idem.principal.actor,
+            action="rollout.start_blocked",
+            entity_type="rollout",
+            entity_id=rollout_id,
+            after=exc.details,
+            reason=body.reason if body else None,
+        )
+        return render_control_error(exc)
     return idem.remember(
         Rollout.of(rollout), status_code=200, headers={"ETag": etag(rollout.version)}
     )

@@ -2,7 +2,9 @@
 
 Offline → shadow: the latest offline evaluation of the rollout's pair version on
 the latest version of the segment's eval set meets the threshold set's offline
-criteria. Shadow → canary: the shadow's exit criterion, judged by the automation
+criteria. A regression on one of the set's blocking boundary cases (control.rollouts.blocking)
+fails it too, and no waiver lifts that. Shadow → canary: the shadow's exit
+criterion, judged by the automation
 (control.automation.shadow); an admin `start` out of shadow needs a waiver.
 
 A gate that fails names every piece of missing evidence, so the 409 says what
@@ -17,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from control.evaluations import repository as eval_repo
 from control.models import Rollout
+from control.rollouts.blocking import BlockingCheck, check_blocking_cases
 from control.stats import StatsError, expected_speedup
 
 
@@ -32,6 +35,8 @@ class GateResult:
     evidence: StageGate
     missing: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    # The segment's blocking boundary cases (offline gate only): no waiver lifts them.
+    blocking: BlockingCheck | None = None
 
     @property
     def holds(self) -> bool:
@@ -53,6 +58,14 @@ def offline_gate(session: Session, rollout: Rollout) -> GateResult:
     result.facts["eval_set"] = {"id": eval_set.id, "name": name, "version": eval_set.version}
     version = rollout.pair_version
     evaluation = eval_repo.latest_evaluation(session, version.id, eval_set.id)
+    result.blocking = check_blocking_cases(session, rollout, eval_set, evaluation)
+    if result.blocking.checked:
+        result.facts["blocking_cases"] = result.blocking.facts()
+    for regression in result.blocking.regressions:
+        result.missing.append(
+            f"blocking case {regression['case_key']} ({regression['boundary']}): "
+            f"{regression['reason']}"
+        )
     if evaluation is None:
         result.missing.append(
             f"no offline evaluation of pair version {version.id} on eval set {name} "

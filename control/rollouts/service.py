@@ -20,6 +20,7 @@ from control.errors import Conflict, InvalidRequest, stale_version
 from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
 from control.repository import delete_row, get_row
 from control.rollouts import repository as repo
+from control.rollouts.blocking import blocked
 from control.rollouts.gates import GateResult, StageGate, offline_gate
 from control.rollouts.schemas import RolloutCreate, RolloutUpdate
 from control.rollouts.state_machine import (
@@ -51,8 +52,9 @@ def _stage_gates(
     waive: frozenset[StageGate],
     proven: frozenset[StageGate],
 ) -> dict[str, Any]:
-    """The evidence `start` needs from this state; raises MissingEvidence (409) naming
-    what is missing and not waived. Returns what the decision row keeps."""
+    """The evidence `start` needs from this state; raises BlockingCaseRegression (409,
+    waived or not) when a blocking boundary case regressed, MissingEvidence (409)
+    naming what is missing and not waived. Returns what the decision row keeps."""
     state = RolloutState(rollout.state)
     results: list[GateResult] = []
     if state in BEFORE_SHADOW:
@@ -67,6 +69,9 @@ def _stage_gates(
                 else "no shadow stage has run"
             )
         results.append(shadow)
+    for result in results:
+        if result.blocking is not None and result.blocking.regressions:
+            raise blocked(rollout, result.blocking)
     missing = [r for r in results if not r.holds and r.evidence not in waive]
     if missing:
         names = [r.evidence.value for r in missing]
@@ -212,7 +217,8 @@ def transition_rollout(
     (a waived shadow starts the canary directly); both are recorded.
     Raises RolloutNotFound, PreconditionFailed (lost race or stale expectation),
     IllegalRolloutTransition (409, naming the allowed actions) and
-    MissingEvidence (409, naming the evidence a `start` lacks).
+    MissingEvidence (409, naming the evidence a `start` lacks) and
+    BlockingCaseRegression (409, naming the blocking cases that regressed).
     """
     rollout = get_rollout(session, rollout_id)
     if expected_version is not None and rollout.version != expected_version:
