@@ -42,6 +42,10 @@ def render(report: FleetReport) -> str:
         f"guard flip {report.flip_after_release_s:.2f} s after the lost worker's lock was freed",
         f"partitioned engine host routed around after {report.route_around_s:.2f} s; "
         f"serving again {_short(report.rejoin_s)} s after its link came back",
+        f"requests sent during the partition: {len(report.partition_waits_s)}, "
+        f"{report.partition_sent_failed} failed; took p50 {report.partition_wait(50):.3f} s, "
+        f"p99 {report.partition_wait(99):.3f} s, max "
+        f"{max(report.partition_waits_s, default=float('nan')):.3f} s",
         f"wall {report.wall_s:.0f} s; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
     ]
     return "\n".join(lines)

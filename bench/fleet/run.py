@@ -8,7 +8,10 @@ In order, with streamed traffic running throughout:
 3. a control replica SIGKILLed (nothing may fail: the gateway never waits on
    control; its telemetry flush retries on the other replica);
 4. an engine host partitioned (its link down) and restored: time until requests
-   are no longer slowed by it, time until it serves again;
+   are no longer slowed by it, how long the requests sent during the partition
+   took (p50, p99, max: one sent to the silent host waits out the gateway's
+   response-header timeout, then goes to the other host), time until it serves
+   again;
 5. Redis paused (SIGSTOP) and resumed: the quota falls back, nothing fails;
 6. a Celery worker host lost in the middle of a flip: the rollout row is held
    locked so the memory-pressure guard's flip waits inside a worker's
@@ -74,6 +77,14 @@ class FleetReport:
     route_around_s: float
     rejoin_s: float | None
     wall_s: float
+    # Requests sent while the engine host was partitioned: how long each took, and how
+    # many of them failed (a request in flight on the host when it went is not one).
+    partition_waits_s: list[float] = field(default_factory=list)
+    partition_sent_failed: int = 0
+
+    def partition_wait(self, q: float) -> float:
+        waits = self.partition_waits_s
+        return float(np.percentile(waits, q)) if waits else float("nan")
 
     def propagation(self, q: float) -> float:
         return float(np.percentile(self.propagation_ms, q)) if self.propagation_ms else float("nan")
@@ -82,6 +93,9 @@ class FleetReport:
         doc = asdict(self)
         doc["propagation_p50_ms"] = self.propagation(50)
         doc["propagation_p99_ms"] = self.propagation(99)
+        doc["partition_wait_p50_s"] = self.partition_wait(50)
+        doc["partition_wait_p99_s"] = self.partition_wait(99)
+        doc["partition_wait_max_s"] = max(self.partition_waits_s, default=float("nan"))
         return doc
 
 
@@ -129,14 +143,24 @@ def quota_phase(fleet: Fleet, options: RunOptions) -> tuple[int, int, float]:
     return served, refused, served / fleet.options.quota_budget
 
 
-def partition_phase(
-    fleet: Fleet, load: Load, options: RunOptions
-) -> tuple[FaultResult, float, float | None]:
+@dataclass
+class PartitionResult:
+    fault: FaultResult
+    route_around_s: float  # the last request slowed by the partition started this late
+    rejoin_s: float | None  # serving again this long after the link came back
+    waits_s: list[float]  # each request sent during the partition: start to end
+    sent_failed: int  # of those, how many failed
+
+
+def partition_phase(fleet: Fleet, load: Load, options: RunOptions) -> PartitionResult:
     before = load.snapshot()
     normal = [o.end - o.start for o in before if o.ok][-200:]
     slow_s = max(3 * float(np.percentile(normal, 99)), 0.25) if normal else 0.5
     at = time.monotonic()
     fleet.net.link_down("eng2")
+    # The link is surely down once the command returned: a request started before
+    # may have been sent to eng2 still, and is one in flight on it.
+    down = time.monotonic()
     time.sleep(options.partition_s)
     fleet.net.link_up("eng2")
     up = time.monotonic()
@@ -149,14 +173,18 @@ def partition_phase(
             break
         time.sleep(0.1)
     outcomes = load.snapshot()
-    during = [o for o in outcomes if at <= o.start < up]
+    during = [o for o in outcomes if down <= o.start < up]
     slowed = [o for o in during if not o.ok or o.end - o.start > slow_s]
     route_around = max((o.start - at for o in slowed), default=0.0)
+    waits = [o.end - o.start for o in during]
+    sent_failed = sum(1 for o in during if not o.ok)
     result = _fault(
-        "engine host partitioned", outcomes, at, up, slow_threshold_s=slow_s,
+        "engine host partitioned", outcomes, at, up, struck=down, slow_threshold_s=slow_s,
         slowed=len(slowed), route_around_s=route_around, rejoin_s=rejoin,
+        sent_during=len(waits), sent_failed=sent_failed,
+        wait_max_s=max(waits, default=0.0),
     )  # fmt: skip
-    return result, route_around, rejoin
+    return PartitionResult(result, route_around, rejoin, waits, sent_failed)
 
 
 def _served(fleet: Fleet, host: str) -> int:
@@ -321,8 +349,8 @@ def run(fleet: Fleet, options: RunOptions) -> FleetReport:
         if options.restart:
             fleet.restart("c1")
 
-        partition, route_around, rejoin = partition_phase(fleet, load, options)
-        faults.append(partition)
+        partition = partition_phase(fleet, load, options)
+        faults.append(partition.fault)
 
         at = time.monotonic()
         fleet.pause("redis")
@@ -363,7 +391,9 @@ def run(fleet: Fleet, options: RunOptions) -> FleetReport:
         duplicate_flips=duplicate_flips,
         flip_after_release_s=flip_after,
         propagation_ms=propagation,
-        route_around_s=route_around,
-        rejoin_s=rejoin,
+        route_around_s=partition.route_around_s,
+        rejoin_s=partition.rejoin_s,
         wall_s=time.monotonic() - started,
+        partition_waits_s=partition.waits_s,
+        partition_sent_failed=partition.sent_failed,
     )

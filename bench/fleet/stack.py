@@ -62,6 +62,7 @@ class FleetOptions:
     tokens: int = 16  # tokens per fake response
     interval_ms: float = 5.0  # gap before each token
     connect_timeout_s: float = 0.5
+    response_header_timeout_s: float = 1.0  # a silent (partitioned) worker, then the next
     beat_seconds: float = 1.0  # engine agents' heartbeat interval
     stale_after_s: float = 3.0  # control: a worker this silent is unhealthy
     snapshot_poll_s: float = 1.0
@@ -323,6 +324,9 @@ class Fleet:
             "SPECROUTE_GATEWAY_SHUTDOWN_GRACE_SECONDS": "3",
             "SPECROUTE_GATEWAY_IDLE_TIMEOUT_S": "2",
             "SPECROUTE_GATEWAY_FIRST_TOKEN_TIMEOUT_S": "5",
+            "SPECROUTE_GATEWAY_RESPONSE_HEADER_TIMEOUT_S": str(
+                self.options.response_header_timeout_s
+            ),
         }
         argv = [
             *self._specroute(), "gateway", "serve", "--host", self.host(host).address,

@@ -16,7 +16,7 @@ import pytest
 
 from bench.fleet.netns import available
 from bench.fleet.run import RunOptions, run
-from bench.fleet.stack import Fleet
+from bench.fleet.stack import Fleet, FleetOptions
 from tests.fixtures.services import require_postgres, require_rabbitmq, unavailable
 
 pytestmark = pytest.mark.postgres
@@ -52,10 +52,15 @@ def test_fleet_survives_host_and_process_faults() -> None:
     assert faults["control replica SIGKILLed"].failed == 0, faults
     assert faults["redis paused"].failed == 0, faults
 
-    # A partitioned engine host: at most the streams on it (or sent on a kept-alive
-    # connection to it before the breaker opened) fail; then it is routed around.
+    # A partitioned engine host: only the streams in flight on it may fail. A request
+    # sent to it (a kept-alive connection, before the breaker opened) waits out the
+    # response-header timeout and is served by the other host: none waits longer than
+    # that timeout plus a normal request's time (and room for a busy machine).
     partition = faults["engine host partitioned"]
     assert partition.failed <= OPTIONS.concurrency, partition
+    assert report.partition_waits_s and report.partition_sent_failed == 0, partition
+    bound = FleetOptions().response_header_timeout_s + partition.extra["slow_threshold_s"] + 1.0
+    assert max(report.partition_waits_s) < bound, (bound, partition)
     assert report.route_around_s < OPTIONS.partition_s, report.as_json()
     assert report.rejoin_s is not None and report.rejoin_s < 10, report.as_json()
 
