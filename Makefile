@@ -28,7 +28,7 @@ services:
 # promtool (Debian's prometheus package) for the alert-rule unit tests and the
 # Prometheus scrape test; kubectl (Debian's kubernetes-client: `kubectl kustomize`
 # renders deploy/ offline); haproxy and redis-server for the multi-host fleet test
-# (tests/fleet). Each installs only when missing; needs root, as CI has.
+# (tests/bench/fleet). Each installs only when missing; needs root, as CI has.
 tools:
 	@command -v promtool >/dev/null 2>&1 || { \
 	  echo "installing Debian's prometheus package (promtool)"; \

@@ -3,7 +3,7 @@
     python -m bench.gateway_overhead [--concurrency 1,64,256] [--requests 300,2048,2048]
         [--rounds 4] [--gateway-workers 1,2] [--no-nginx] [--write-results bench/RESULTS.md]
 
-Starts ``bench.fake_upstream`` (fixed tokens at a fixed pace), nginx as a plain
+Starts ``engine.fake`` (fixed tokens at a fixed pace), nginx as a plain
 streaming reverse proxy in front of it (Debian's nginx, one worker process,
 ``proxy_buffering off``, keep-alive upstream; skipped when no ``nginx`` is on
 PATH), and the real gateway (``specroute gateway serve``) once per entry of
@@ -588,7 +588,7 @@ def main() -> None:
     body = request_body(a.endpoint)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     up_port = free_port()
-    upstream_cmd = [sys.executable, "-m", "bench.fake_upstream", "--port", str(up_port)]
+    upstream_cmd = [sys.executable, "-m", "engine.fake", "--port", str(up_port)]
     upstream_cmd += ["--tokens", str(a.tokens), "--interval-ms", str(a.interval_ms)]
     procs: list[subprocess.Popen[bytes]] = []
     results: list[list[RunResult]] = []
@@ -656,7 +656,7 @@ def main() -> None:
             f"Command: `{cmd.strip()}` ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
             f"{psutil.cpu_count()} CPUs shared, load average {load:.1f} at start, "
             f"{end_load:.1f} at end). "
-            f"Upstream: bench.fake_upstream, {a.tokens} tokens every {a.interval_ms} ms, "
+            f"Upstream: engine.fake, {a.tokens} tokens every {a.interval_ms} ms, "
             f"streaming {a.endpoint}; closed loop, aiohttp client"
             + ("; concurrency 1 interleaves the modes" if 1 in levels else "")
             + (f"; higher ones take {a.rounds} rounds in ABBA order" if a.rounds > 1 else "")

@@ -19,3 +19,17 @@ def _register() -> None:
 
 
 _register()
+
+
+@app.command("fake")
+def fake(
+    host: str = "127.0.0.1",
+    port: int = 9100,
+    tokens: int = typer.Option(16, help="tokens per response"),
+    interval_ms: float = typer.Option(5.0, help="gap before each token"),
+    model: str = "bench-model",
+) -> None:
+    """A fake OpenAI engine: fixed tokens at a fixed pace, no model (tests, benchmarks)."""
+    from engine.fake import FakeUpstream, serve
+
+    serve(FakeUpstream(tokens, interval_ms / 1000.0, model), host, port)

@@ -244,3 +244,29 @@ def test_no_import_circles() -> None:
         if v not in index:
             visit(v)
     assert circles == []
+
+
+def _imported_roots(folder: str) -> dict[str, set[str]]:
+    """Each file under `folder` -> the top-level names it imports, lazy imports included."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        module = _module(path)
+        names = _everywhere(ast.parse(path.read_text()).body, module, path.name == "__init__.py")
+        found[str(path.relative_to(ROOT))] = {n.split(".")[0] for n in names if n}
+    return found
+
+
+def test_bench_and_tests_share_no_code_but_through_the_packages() -> None:
+    # The fakes both use live in the packages (engine.fake, control.simulation); the
+    # hostile suite is test code (tests/hostile). Only the benchmarks' own tests
+    # (tests/bench) import bench.
+    bench_to_tests = [p for p, roots in _imported_roots("bench").items() if "tests" in roots]
+    tests_to_bench = [
+        p
+        for p, roots in _imported_roots("tests").items()
+        if "bench" in roots and not p.startswith("tests/bench/")
+    ]
+    assert bench_to_tests == [] and tests_to_bench == []
+    # The walker sees both directions (a rule it could not break would prove nothing).
+    assert "bench" in _imported_roots("tests/bench")["tests/bench/test_policy.py"]
+    assert "tests" in _imported_roots("tests/hostile")["tests/hostile/__main__.py"]

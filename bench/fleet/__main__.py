@@ -1,4 +1,4 @@
-"""The long form of the fleet fault run (the short form is tests/fleet/test_fleet.py).
+"""The long form of the fleet fault run (the short form is tests/bench/fleet/test_fleet.py).
 
     python -m bench.fleet                          # long form: 12 streams, 15 s partition
     python -m bench.fleet --concurrency 6 --partition-s 5 --flips 4 --json out.json

@@ -1,6 +1,6 @@
 """A fake OpenAI engine worker for the fleet run, with the real engine agent beside it.
 
-The upstream is `bench.fake_upstream.FakeUpstream` (SSE shaped like vLLM's) plus
+The upstream is `engine.fake.FakeUpstream` (SSE shaped like vLLM's) plus
 what the agent probes on a vLLM server: `/metrics` in vLLM's names (KV-cache
 usage read from a file the harness writes, so it can raise memory pressure on
 demand; spec-decode counters on a speculating worker) and `/version`. `/stats`
@@ -17,13 +17,13 @@ import json
 import os
 from pathlib import Path
 
-from bench.fake_upstream import (
+from engine.fake import (
     JSON_HEADERS,
     FakeUpstream,
     Receive,
     Scope,
     Send,
-    _respond,
+    respond,
     serve,
 )
 
@@ -67,16 +67,16 @@ class FleetEngine(FakeUpstream):
             path = scope["path"]
             if path == "/metrics":
                 headers = [(b"content-type", b"text/plain; version=0.0.4")]
-                await _respond(send, 200, headers, self.metrics_text().encode())
+                await respond(send, 200, headers, self.metrics_text().encode())
                 return
             if path == "/version":
-                await _respond(
+                await respond(
                     send, 200, JSON_HEADERS, b'{"version":"%s"}' % ENGINE_VERSION.encode()
                 )
                 return
             if path == "/stats":
                 body = json.dumps({"served": self.served, "running": self.running})
-                await _respond(send, 200, JSON_HEADERS, body.encode())
+                await respond(send, 200, JSON_HEADERS, body.encode())
                 return
         if scope["type"] != "http" or scope["method"] != "POST":
             await super().__call__(scope, receive, send)

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 # One example threshold set for the admin API tests and the hostile-input suite.
-from bench.hostile.control_run import THRESHOLDS as THRESHOLDS
+from tests.hostile.control_run import THRESHOLDS as THRESHOLDS
 
 
 def write_model_dir(

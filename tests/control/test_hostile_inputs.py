@@ -1,14 +1,14 @@
 """A user's mistake is never a 500: every input a hostile probe got a 500 for is
 now its typed 4xx, and a seeded fuzz of every route in the OpenAPI document gets
-no 5xx, on SQLite and PostgreSQL (bench/hostile holds the inputs)."""
+no 5xx, on SQLite and PostgreSQL (tests/hostile holds the inputs)."""
 
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from bench.hostile.control_cases import control_cases
-from bench.hostile.control_run import fuzz, seed, send_case
 from tests.fixtures.db import INTERNAL_TOKEN
+from tests.hostile.control_cases import control_cases
+from tests.hostile.control_run import fuzz, seed, send_case
 
 FUZZ_PER_OPERATION = 20  # ~1,000 requests per backend, ~10 s
 
@@ -74,8 +74,8 @@ def test_the_hardening_cases_get_their_refusals(
     """Issue #21's hostile inputs: engine arguments, unauthenticated malformed and
     oversized bodies, an agent token reused after its pool was deleted, and admin ids
     asked by tokens that may not use the route (existing and missing: one 403)."""
-    from bench.hostile.control_run import Tally
-    from bench.hostile.harden_cases import (
+    from tests.hostile.control_run import Tally
+    from tests.hostile.harden_cases import (
         harden_cases,
         id_oracle_cases,
         run_cases,

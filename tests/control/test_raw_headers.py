@@ -9,11 +9,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from bench.hostile.raw_headers import control_cases, is_http_layer_400, run_cases
 from control.app import create_app
 from control.migrate import upgrade
 from control.settings import ControlSettings
 from tests.gateway.server import serve_app
+from tests.hostile.raw_headers import control_cases, is_http_layer_400, run_cases
 
 CONTROL_BYTES = (b"a\x00b", b"a\x7fb", b"a\x01b")
 

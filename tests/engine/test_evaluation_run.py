@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from bench.fake_upstream import FakeUpstream
 from engine.evaluation.run import (
     CaseRun,
     baseline_timing,
@@ -18,6 +17,7 @@ from engine.evaluation.run import (
     spec_timing,
     tally,
 )
+from engine.fake import FakeUpstream
 from tests.gateway.server import serve_app
 
 TOKENS = 16

@@ -9,7 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.hostile.upstream import (
+from tests.gateway.policy import TENANT_KEY, make_snapshot
+from tests.gateway.server import run_gateway, serve_app
+from tests.hostile.upstream import (
     BAD_REQUEST,
     ERROR_EVENT,
     HUGE_BODY,
@@ -17,8 +19,6 @@ from bench.hostile.upstream import (
     TEAPOT,
     HostileEngine,
 )
-from tests.gateway.policy import TENANT_KEY, make_snapshot
-from tests.gateway.server import run_gateway, serve_app
 
 AUTH = {"Authorization": f"Bearer {TENANT_KEY}"}
 

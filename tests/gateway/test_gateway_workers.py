@@ -25,16 +25,16 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from bench.fake_upstream import FakeUpstream
-from bench.hostile.quota_fleet import burst, fake_engine, fleet_snapshot, new_tenant
 from control.db import Database
 from control.models import TelemetryBatchRow, TelemetryWindowRow
 from control.settings import ControlSettings
+from engine.fake import FakeUpstream
 from gateway.metrics import forget_dead_processes
 from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
 from tests.fixtures.services import REDIS_URL, require_redis
 from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
 from tests.gateway.server import free_port, serve_app
+from tests.hostile.quota_fleet import burst, fake_engine, fleet_snapshot, new_tenant
 
 SPECROUTE = str(Path(sys.executable).parent / "specroute")
 AUTH = {"Authorization": f"Bearer {TENANT_KEY}"}

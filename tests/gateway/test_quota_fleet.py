@@ -4,15 +4,15 @@ serve` processes share one real Redis through a proxy that delays its replies
 for some calls on purpose), in front of a fake engine process. A tenant's burst,
 spread over one replica, stays within its budget; spread over three, within the
 documented bound of 3 x budget. The long form, 1-3 replicas and more seeds, is
-`python -m bench.hostile.quota_fleet` (bench/RESULTS.md, "Hostile inputs")."""
+`python -m tests.hostile.quota_fleet` (bench/RESULTS.md, "Hostile inputs")."""
 
 import asyncio
 from pathlib import Path
 
 import pytest
 
-from bench.hostile.quota_fleet import TOKENS, burst, new_tenant, slow_fleet
 from tests.fixtures.services import require_redis
+from tests.hostile.quota_fleet import TOKENS, burst, new_tenant, slow_fleet
 
 BUDGET = 2000  # weighted tokens/min: 100 requests of TOKENS (20) each
 

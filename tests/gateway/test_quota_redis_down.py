@@ -111,7 +111,7 @@ def _chat() -> dict[str, object]:
 
 @pytest.mark.parametrize("mode", ["closed", "local"])
 def test_the_gateway_with_redis_down(tmp_path: Path, hung_redis: str, mode: str) -> None:
-    from bench.fake_upstream import FakeUpstream
+    from engine.fake import FakeUpstream
 
     with serve_app(FakeUpstream(4, 0.001, model="tiny")) as engine:  # type: ignore[arg-type]
         snapshot = make_snapshot(spec_urls=[engine], baseline_urls=[engine])

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from bench.hostile.quota_overshoot import measure
-from bench.hostile.slow_redis import SlowRedisProxy
 from tests.fixtures.services import require_redis
+from tests.hostile.quota_overshoot import measure
+from tests.hostile.slow_redis import SlowRedisProxy
 
 RESERVE = 20.0
 BUDGET = 2000

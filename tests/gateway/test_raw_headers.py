@@ -7,15 +7,15 @@ import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.fake_upstream import FakeUpstream
-from bench.hostile.raw_headers import (
+from engine.fake import FakeUpstream
+from tests.gateway.policy import TENANT_KEY, make_snapshot
+from tests.gateway.server import run_gateway, serve_app
+from tests.hostile.raw_headers import (
     HOSTILE_VALUES,
     gateway_cases,
     is_http_layer_400,
     run_cases,
 )
-from tests.gateway.policy import TENANT_KEY, make_snapshot
-from tests.gateway.server import run_gateway, serve_app
 
 CONTROL_BYTES = (b"a\x00b", b"a\x7fb", b"a\x01b")
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.fake_upstream import FakeUpstream
+from engine.fake import FakeUpstream
 from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
 from tests.gateway.server import free_port, serve_app
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.fake_upstream import FakeUpstream
+from engine.fake import FakeUpstream
 from gateway.routing.breaker import BreakerState
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway, serve_app

@@ -1,10 +1,10 @@
 """Tally hostile inputs against an in-process control plane and a real gateway.
 
-    python -m bench.hostile [--database-url postgresql+psycopg://...] [--per-operation 60]
+    python -m tests.hostile [--database-url postgresql+psycopg://...] [--per-operation 60]
 
 Prints requests tried, statuses seen and the 5xx count (goal: 0) for
 bench/RESULTS.md; exits 1 if any request got a 5xx. The gateway half serves the
-hostile engine (bench.hostile.upstream) through a real gateway built with the
+hostile engine (tests.hostile.upstream) through a real gateway built with the
 test helpers, so it runs from a checkout (tests/ importable), as the tests do.
 """
 
@@ -16,16 +16,16 @@ from pathlib import Path
 
 import httpx
 
-from bench.hostile.control_cases import control_cases
-from bench.hostile.control_run import Tally, fuzz, seed, send_case
-from bench.hostile.harden_cases import (
+from tests.hostile.control_cases import control_cases
+from tests.hostile.control_run import Tally, fuzz, seed, send_case
+from tests.hostile.harden_cases import (
     harden_cases,
     id_oracle_cases,
     raw_body_cases,
     run_cases,
     token_reuse_after_deletion,
 )
-from bench.hostile.upstream import (
+from tests.hostile.upstream import (
     ENGINE_ANSWER_MODES,
     GARBAGE_STREAM,
     MODES,
@@ -153,13 +153,13 @@ def raw_header_tally(work: Path) -> Tally:
     real control plane under uvicorn. A 5xx or a dropped connection is a defect."""
     from urllib.parse import urlsplit
 
-    from bench.fake_upstream import FakeUpstream
-    from bench.hostile.raw_headers import control_cases, gateway_cases, run_cases
     from control.app import create_app
     from control.migrate import upgrade
     from control.settings import ControlSettings
+    from engine.fake import FakeUpstream
     from tests.gateway.policy import TENANT_KEY, make_snapshot
     from tests.gateway.server import run_gateway, serve_app
+    from tests.hostile.raw_headers import control_cases, gateway_cases, run_cases
 
     tally = Tally()
     url = f"sqlite:///{work / 'raw-headers.db'}"

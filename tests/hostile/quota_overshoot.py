@@ -7,7 +7,7 @@ arrives in waves (so Redis is retried between them); every admitted request is
 settled at the cost it reserved. Overshoot = weighted tokens admitted in the window
 / the budget; the bound to hold is 1.0 per replica (plus at most one request each).
 
-    python -m bench.hostile.quota_overshoot --replicas 1 2 3 --requests 300 500
+    python -m tests.hostile.quota_overshoot --replicas 1 2 3 --requests 300 500
 """
 
 import argparse
@@ -96,7 +96,7 @@ async def measure(
 
 
 def main() -> None:
-    from bench.hostile.slow_redis import SlowRedisProxy
+    from tests.hostile.slow_redis import SlowRedisProxy
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 3])

@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.hostile.model_dirs import BREAKAGES, write_broken_drafts
-from bench.hostile.values import LONE_SURROGATE, nested
 from engine.artifacts import BUNDLED_PAIR_DIR
+from tests.hostile.model_dirs import BREAKAGES, write_broken_drafts
+from tests.hostile.values import LONE_SURROGATE, nested
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Quota overshoot end to end: real `specroute gateway serve` processes sharing a slowed Redis.
 
 Each replica is its own `specroute gateway serve` process on one snapshot file (a
-baseline pool whose worker is a fake engine, `python -m bench.fake_upstream`, in its
+baseline pool whose worker is a fake engine, `python -m engine.fake`, in its
 own process), all reaching one real Redis through `SlowRedisProxy` (fault injection:
 Redis cannot be made slow on purpose for some calls and not others). A tenant's
 burst of non-streamed chat completions arrives in waves, spread round-robin over the
@@ -10,8 +10,8 @@ replicas, over HTTP. Quota weights make a request's reservation exactly its cost
 tokens), so overshoot = completion tokens of the 200 answers / the budget, read from
 the answers' usage. Redis timeouts are read from the replicas' /metrics.
 
-    python -m bench.hostile.quota_fleet --replicas 1 2 3 --requests 300 500 --seeds 3
-    python -m bench.hostile.quota_fleet --delay-ms 1 5 --stall-s 0.5 --stall-every-s 1.5
+    python -m tests.hostile.quota_fleet --replicas 1 2 3 --requests 300 500 --seeds 3
+    python -m tests.hostile.quota_fleet --delay-ms 1 5 --stall-s 0.5 --stall-every-s 1.5
 """
 
 import argparse
@@ -33,7 +33,6 @@ from pathlib import Path
 
 import httpx
 
-from bench.hostile.slow_redis import SlowRedisProxy
 from control.contract import (
     PolicySnapshot,
     PoolSnapshot,
@@ -42,6 +41,7 @@ from control.contract import (
     TenantSpec,
     WorkerSpec,
 )
+from tests.hostile.slow_redis import SlowRedisProxy
 
 MODEL = "tiny"
 TOKENS = 20
@@ -163,7 +163,7 @@ def fake_engine(*, interval_ms: float = 1.0, timeout_s: float = 60.0) -> Iterato
     argv = [
         sys.executable,
         "-m",
-        "bench.fake_upstream",
+        "engine.fake",
         "--port",
         str(port),
         "--tokens",

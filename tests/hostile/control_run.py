@@ -5,9 +5,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.hostile.control_cases import Case
-from bench.hostile.fuzz import FuzzRequest, requests_from_openapi
 from engine.artifacts import BUNDLED_PAIR_DIR
+from tests.hostile.control_cases import Case
+from tests.hostile.fuzz import FuzzRequest, requests_from_openapi
 
 _CLIENT_REFUSALS = frozenset({"InvalidURL", "LocalProtocolError", "UnsupportedProtocol"})
 

@@ -1,7 +1,7 @@
 """Requests with header values no HTTP client library will send (non-ASCII bytes,
 UTF-8, Latin-1, control characters), written on a raw socket.
 
-httpx refuses to encode such values, so the fuzz in bench/hostile could not send 226
+httpx refuses to encode such values, so the fuzz in tests/hostile could not send 226
 of its cases; a real peer can send any bytes. Each case is one request on its own
 connection; the answer is read up to its status line (and body, for the tests).
 """

@@ -7,9 +7,9 @@ where a refusal is due counts as a wrong 2xx."""
 import socket
 from typing import Any
 
-from bench.hostile.control_cases import Case
-from bench.hostile.control_run import HttpClient, Tally, send_case
 from engine.artifacts import BUNDLED_PAIR_DIR
+from tests.hostile.control_cases import Case
+from tests.hostile.control_run import HttpClient, Tally, send_case
 
 # The probe's 16 values: 11 that reached build_server_command, 5 launcher flags.
 HOSTILE_ENGINE_ARGS: tuple[tuple[str, Any, str], ...] = (

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bench.hostile.values import HOSTILE_HEADERS, HOSTILE_IDS, HOSTILE_QUERY, HOSTILE_VALUES
+from tests.hostile.values import HOSTILE_HEADERS, HOSTILE_IDS, HOSTILE_QUERY, HOSTILE_VALUES
 
 
 @dataclass(frozen=True)

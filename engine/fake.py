@@ -1,12 +1,15 @@
-"""A fast fake OpenAI upstream for the gateway overhead benchmark (a fixture, not a model).
+"""A fake OpenAI engine: fixed tokens at a fixed pace, no model (`specroute engine fake`).
 
 Streams a fixed number of tokens at a fixed pace as Server-Sent Events, for
 chat and text completions, shaped like vLLM's output (final usage chunk with
-``metrics.speculative_decoding`` when usage is asked for), so the gateway does
-its real per-chunk work. A raw ASGI app: no framework cost on the upstream side,
-so what the benchmark measures is the gateway.
+``metrics.speculative_decoding`` when usage is asked for), so a gateway in front
+of it does its real per-chunk work. A raw ASGI app: no framework cost on the
+engine side. The gateway's tests, the hostile-input suite and the benchmarks
+(gateway overhead, the fleet run) all stand it in for an engine; so can a
+deployment check of a gateway without a GPU.
 
-    python -m bench.fake_upstream --port 9100 --tokens 16 --interval-ms 5
+    specroute engine fake --port 9100 --tokens 16 --interval-ms 5
+    python -m engine.fake --port 9100 --tokens 16 --interval-ms 5
 """
 
 import argparse
@@ -105,13 +108,13 @@ class FakeUpstream:
         if scope["method"] == "GET":
             if path in ("/health", "/v1/models"):
                 body = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
-                await _respond(send, 200, JSON_HEADERS, json.dumps(body).encode())
+                await respond(send, 200, JSON_HEADERS, json.dumps(body).encode())
             else:
-                await _respond(send, 404, JSON_HEADERS, b'{"error":"not found"}')
+                await respond(send, 404, JSON_HEADERS, b'{"error":"not found"}')
             return
         kind = {"/v1/chat/completions": "chat", "/v1/completions": "text"}.get(path)
         if kind is None:
-            await _respond(send, 404, JSON_HEADERS, b'{"error":"not found"}')
+            await respond(send, 404, JSON_HEADERS, b'{"error":"not found"}')
             return
         raw = b""
         while True:
@@ -125,7 +128,7 @@ class FakeUpstream:
             await self._stream(send, receive, kind, include_usage)
         else:
             await asyncio.sleep(self.interval_s * self.tokens)
-            await _respond(send, 200, JSON_HEADERS, self._full_body(kind))
+            await respond(send, 200, JSON_HEADERS, self._full_body(kind))
 
     async def _stream(self, send: Send, receive: Receive, kind: str, include_usage: bool) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -162,9 +165,7 @@ class FakeUpstream:
         return json.dumps(doc).encode()
 
 
-async def _respond(
-    send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes
-) -> None:
+async def respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
