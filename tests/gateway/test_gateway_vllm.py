@@ -15,9 +15,11 @@ import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
+from prometheus_client.parser import text_string_to_metric_families
 
 from control.contract import Arm, QuotaSpec, RolloutState
 from gateway.decision.cohort import in_spec_cohort
+from gateway.telemetry.positions import POSITION_LABELS, UNKNOWN
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import OVERRIDE_KEY, TENANT_KEY, make_snapshot, stale
 from tests.gateway.server import GatewayServer, dead_url, run_gateway
@@ -526,3 +528,40 @@ def test_a_pair_version_is_not_served_by_spec_engines_of_another_release(
             decisions[label] = raw.headers["x-specroute-decision"]
     assert decisions["same"].startswith("arm=spec")
     assert decisions["other"] == "arm=baseline; reason=engine_version_mismatch"
+
+
+def test_acceptance_by_response_position_adds_up_to_the_spec_totals(
+    gateway: GatewayServer,
+) -> None:
+    """The launcher's `detailed` per-request metrics give every verify step a response
+    position; the gateway's buckets add up to its drafted and accepted totals."""
+
+    def samples() -> dict[tuple[str, str], float]:
+        text = httpx.get(gateway.base_url + "/metrics").text
+        out: dict[tuple[str, str], float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name.startswith("specroute_gateway_spec_") and s.name.endswith("_total"):
+                    key = (s.name, s.labels.get("position_bucket", ""))
+                    out[key] = out.get(key, 0.0) + s.value
+        return out
+
+    before = samples()
+    # 80 tokens: verify steps begin in the 0-15 bucket and past it.
+    _client(gateway).completions.create(
+        model="tiny", prompt="def add(a, b):\n", max_tokens=80, temperature=0.0
+    )
+    after = samples()
+
+    def delta(name: str, bucket: str = "") -> float:
+        key = (f"specroute_gateway_spec_{name}_total", bucket)
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    drafted = {b: delta("drafted_tokens_by_response_position", b) for b in POSITION_LABELS}
+    accepted = {b: delta("accepted_tokens_by_response_position", b) for b in POSITION_LABELS}
+    assert delta("drafted_tokens") > 0
+    assert sum(drafted.values()) == delta("drafted_tokens")
+    assert sum(accepted.values()) == delta("accepted_tokens")
+    assert delta("drafted_tokens_by_response_position", UNKNOWN) == 0
+    assert drafted["0-15"] > 0 and drafted["16-63"] > 0 and drafted["256+"] == 0
+    assert all(accepted[b] <= drafted[b] for b in POSITION_LABELS)
