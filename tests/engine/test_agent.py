@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from control.contract import HeartbeatAck, WorkerHeartbeat
 from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe, parse_engine_metrics
+from engine.agent.energy import EnergyMeter
 from engine.agent.memory import process_tree, process_tree_cpu_seconds
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.local import tiny_baseline_pool
@@ -214,6 +215,31 @@ def test_cpu_seconds_per_accepted_token_agrees_with_the_engines_counters(
     print(f"cpu {cpu:.2f} s, accepted {accepted}, emitted {generated}: {cost:.4f} s/token")
     assert cost > 0
 
+    # Engine telemetry (issue #25 item 4), from the same page. The requests ran one at a
+    # time: each target pass of a sequence (a prefill or a verify step, emitting its
+    # accepted draft tokens plus one) is an engine step, and the API server also counts
+    # a few steps that emitted nothing (measured: 54 steps for 49 passes, 4 requests).
+    t0, t1 = first.telemetry, second.telemetry
+    assert t0 is not None and t1 is not None
+    assert t1.engine_steps is not None and t0.engine_steps is not None
+    assert t1.engine_steps == own.engine_steps
+    steps = t1.engine_steps - t0.engine_steps
+    assert generated - accepted <= steps <= generated - accepted + 2 * len(COST_PROMPTS)
+    assert t1.decode_requests is not None and t0.decode_requests is not None
+    assert t1.decode_requests - t0.decode_requests == len(COST_PROMPTS)
+    assert t1.decode_seconds is not None and t0.decode_seconds is not None
+    decode = t1.decode_seconds - t0.decode_seconds
+    assert 0 < decode <= elapsed
+    print(f"{steps} steps, {drafts} verify steps: {decode / drafts * 1000:.1f} ms per step")
+    assert t1.kv_blocks_total is not None and t1.kv_blocks_total > 0
+    assert t1.kv_block_size is not None and t1.kv_block_size >= 16
+    assert t1.kv_blocks_used == 0 and second.running == 0  # idle between the requests
+    # No powercap and no pynvml on this machine: absent, with the reason.
+    expected = EnergyMeter().read()
+    assert (t1.energy_joules is None) == (expected.joules is None)
+    if expected.joules is None:
+        assert t1.energy_source == expected.source and t1.energy_source.startswith("absent: ")
+
     # Control exports the counters the recording rule divides, as the beat carried them.
     control = control_server.client(pool_id)
     control.heartbeat("cost-worker-0", second)
@@ -235,6 +261,17 @@ def test_cpu_seconds_per_accepted_token_agrees_with_the_engines_counters(
     assert exposed[("specroute_control_worker_generation_tokens_total", "cost-worker-0")] == (
         second.generation_tokens
     )
+    assert exposed[("specroute_control_worker_engine_steps_total", "cost-worker-0")] == (
+        t1.engine_steps
+    )
+    assert exposed[("specroute_control_worker_decode_seconds_total", "cost-worker-0")] == (
+        t1.decode_seconds
+    )
+    assert exposed[("specroute_control_worker_kv_blocks", "cost-worker-0")] in (
+        0.0,
+        float(t1.kv_blocks_total),
+    )
+    assert exposed[("specroute_control_worker_energy_source_info", "cost-worker-0")] == 1.0
 
 
 @dataclass
