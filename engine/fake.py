@@ -6,7 +6,8 @@ chat and text completions, shaped like vLLM's output (final usage chunk with
 of it does its real per-chunk work. A raw ASGI app: no framework cost on the
 engine side. The gateway's tests, the hostile-input suite and the benchmarks
 (gateway overhead, the fleet run) all stand it in for an engine; so can a
-deployment check of a gateway without a GPU.
+deployment check of a gateway without a GPU. It also answers what an engine
+agent probes (/health, /metrics, /version), so a real agent can heartbeat it.
 
     specroute engine fake --port 9100 --tokens 16 --interval-ms 5
     python -m engine.fake --port 9100 --tokens 16 --interval-ms 5
@@ -27,6 +28,10 @@ Send = Callable[[Message], Awaitable[None]]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 PROMPT_TOKENS = 12
+# What /version answers (vLLM's shape); an agent reports it in its engine build.
+FAKE_ENGINE_VERSION = "0.32.0+fake"
+# An idle engine's gauges, in the Prometheus text vLLM's /metrics serves.
+IDLE_METRICS = b"vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"
 
 
 class FakeUpstream:
@@ -109,6 +114,11 @@ class FakeUpstream:
             if path in ("/health", "/v1/models"):
                 body = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
                 await respond(send, 200, JSON_HEADERS, json.dumps(body).encode())
+            elif path == "/version":
+                version = json.dumps({"version": FAKE_ENGINE_VERSION}).encode()
+                await respond(send, 200, JSON_HEADERS, version)
+            elif path == "/metrics":
+                await respond(send, 200, [(b"content-type", b"text/plain")], IDLE_METRICS)
             else:
                 await respond(send, 404, JSON_HEADERS, b'{"error":"not found"}')
             return

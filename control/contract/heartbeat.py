@@ -94,6 +94,12 @@ class WorkerHeartbeat(BaseModel):
         default=None, description="Engine step, KV-block and energy figures (None: old agent)."
     )
     engine_version: str | None = None
+    engine_build: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The engine's version and the specroute build around it, e.g. "
+        "'vllm 0.32.0; specroute 0.1.0 (vllm_fix)'; request records carry it.",
+    )
     model_digest: str | None = Field(
         default=None, description="Weights digest of the target the server loaded."
     )

@@ -3,8 +3,11 @@
 The gateway ships these inside its telemetry batches (`TelemetryBatch.requests`),
 sampled per tenant; control keeps them for a retention period. Privacy by
 construction: no field can hold prompt, completion or stop text. Sampling
-settings are kept as numbers, flags and counts (a stop list becomes its length,
-a JSON schema its kind).
+settings are kept as numbers, flags, counts and digests: a stop list becomes its
+length and the digest of the list, logit bias its count and digest, a JSON schema
+its kind and the digest of the structured-output constraint
+(`control.contract.digest.canonical_digest`). A digest tells whether two requests
+used the same settings; it does not hide a low-entropy value (docs/security.md).
 
 A request the gateway refused before routing it (bad key, invalid body, unknown or
 forbidden model, bad override header) has a record too: no arm, reason
@@ -13,10 +16,11 @@ model (the name it sent is the caller's text until it names a served model).
 """
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from control.contract.digest import DIGEST_LENGTH, DIGEST_PATTERN
 from control.contract.features import Arm
 
 # Bounded kinds of structured output (vLLM's and OpenAI's spellings, normalized).
@@ -42,6 +46,15 @@ def failure_outcome(http_status: int) -> Outcome:
     return "client_error" if 400 <= http_status < 500 else "error"
 
 
+def _digest_field(of: str) -> Any:
+    return Field(
+        default=None,
+        max_length=DIGEST_LENGTH,
+        pattern=DIGEST_PATTERN,
+        description=f"canonical_digest of {of}; None: none sent.",
+    )
+
+
 class SamplingSummary(BaseModel):
     """The request's distribution settings, enough to reproduce them; never their text."""
 
@@ -52,14 +65,24 @@ class SamplingSummary(BaseModel):
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None
-    seed_present: bool = Field(
-        default=False, description="A seed was sent (its value is not kept)."
+    seed_present: bool = Field(default=False, description="A seed was sent.")
+    seed: int | None = Field(
+        default=None,
+        ge=-(2**63),
+        le=2**63 - 1,
+        description="The sampling seed as sent; None: none, or outside 64-bit range.",
     )
     max_tokens: int | None = None
     n: int | None = None
     stop_count: int = Field(default=0, ge=0, description="Number of stop strings.")
     logit_bias_count: int = Field(default=0, ge=0, description="Number of biased tokens.")
     structured_output: StructuredKind | None = None
+    stop_digest: str | None = _digest_field("the stop strings (a list, as sent)")
+    logit_bias_digest: str | None = _digest_field("the logit_bias map")
+    schema_digest: str | None = _digest_field(
+        "the structured-output constraint (response_format, structured_outputs or "
+        "guided_* fields, by name)"
+    )
 
 
 class RequestRecordDoc(BaseModel):
@@ -87,7 +110,15 @@ class RequestRecordDoc(BaseModel):
     )
     pool_id: int | None = None
     worker_id: str | None = Field(default=None, max_length=200)
-    engine_version: str | None = Field(default=None, max_length=50)
+    engine_version: str | None = Field(
+        default=None, max_length=50, description="The engine version the pair was validated on."
+    )
+    engine_build: str | None = Field(
+        default=None,
+        max_length=200,
+        description="What the serving worker's agent reported: the engine's version and "
+        "the specroute build around it. None: no worker, or it did not report one.",
+    )
     sampling: SamplingSummary = Field(default_factory=SamplingSummary)
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)

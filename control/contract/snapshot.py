@@ -90,6 +90,9 @@ class WorkerSpec(BaseModel):
     waiting: int = 0
     last_heartbeat_at: datetime | None = None
     engine_version: str | None = Field(default=None, description="As the agent reported it.")
+    engine_build: str | None = Field(
+        default=None, description="As the agent reported it (engine and specroute build)."
+    )
     excluded: str | None = Field(
         default=None,
         description=(

@@ -78,6 +78,7 @@ def check_heartbeat(worker_id: str, beat: WorkerHeartbeat) -> None:
     check_text(worker_id, param="worker_id", max_length=200)
     check_text(beat.endpoint_url, param="endpoint_url", max_length=500)
     check_text(beat.engine_version, param="engine_version", max_length=50)
+    check_text(beat.engine_build, param="engine_build", max_length=200)
     check_text(beat.model_digest, param="model_digest", max_length=64)
     check_int_range(beat.running, param="running")
     check_int_range(beat.waiting, param="waiting")

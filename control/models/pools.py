@@ -63,6 +63,8 @@ class Worker(Base):
     # control.contract.EngineTelemetry of the last heartbeat (steps, KV blocks, energy).
     engine_telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     engine_version: Mapped[str | None] = mapped_column(String(50))
+    # The engine's version and the specroute build around it, as the agent reported it.
+    engine_build: Mapped[str | None] = mapped_column(String(200))
     # Weights digest of the target the server loaded, as its agent reported it.
     model_digest: Mapped[str | None] = mapped_column(String(64))
     # Consecutive heartbeats with KV-cache usage above the pool's threshold (memory guard).

@@ -44,7 +44,8 @@ class RequestRecordRow(Base):
     pool_id: Mapped[int | None]
     worker_id: Mapped[str | None] = mapped_column(String(200))
     engine_version: Mapped[str | None] = mapped_column(String(50))
-    # SamplingSummary: numbers, flags and counts only.
+    engine_build: Mapped[str | None] = mapped_column(String(200))
+    # SamplingSummary: numbers, flags, counts and digests only.
     sampling: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     prompt_tokens: Mapped[int] = mapped_column(default=0)
     completion_tokens: Mapped[int] = mapped_column(default=0)

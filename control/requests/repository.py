@@ -10,7 +10,7 @@ from control.models import RequestRecordRow
 from control.repository import equal_to
 
 # NOTE: keeps one multi-row INSERT far below PostgreSQL's 65535 bind parameters
-# (36 columns a row).
+# (37 columns a row).
 _ROWS_PER_INSERT = 500
 
 

@@ -63,6 +63,7 @@ def worker_spec(
         waiting=worker.waiting,
         last_heartbeat_at=worker.last_heartbeat_at,
         engine_version=worker.engine_version,
+        engine_build=worker.engine_build,
         excluded=excluded,
     )
 

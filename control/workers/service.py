@@ -39,6 +39,8 @@ def _routing_view(worker: Worker) -> dict[str, Any]:
         "draft_loaded": worker.draft_loaded,
         # NOTE: gateways keep a pair version off workers of another engine version.
         "engine_version": worker.engine_version,
+        # NOTE: request records carry the build of the worker that served them.
+        "engine_build": worker.engine_build,
         "model_digest": worker.model_digest,
     }
 
@@ -93,6 +95,7 @@ def record_heartbeat(
     worker.generation_tokens = beat.generation_tokens
     worker.engine_telemetry = beat.telemetry.model_dump() if beat.telemetry is not None else None
     worker.engine_version = beat.engine_version
+    worker.engine_build = beat.engine_build
     worker.model_digest = beat.model_digest
     worker.high_memory_beats = (worker.high_memory_beats or 0) + 1 if high_memory else 0
     worker.last_heartbeat_at = now

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import httpx
 
 from control.contract import EngineTelemetry, HeartbeatAck, WorkerHeartbeat
+from engine.agent.build import engine_build
 from engine.agent.client import ControlClient, ControlClientError
 from engine.agent.energy import EnergyMeter
 from engine.agent.memory import (
@@ -41,6 +42,8 @@ class WorkerProbe:
     model_digest: str | None = None
     # The host's energy counter (RAPL / NVML), or why it is absent.
     energy: EnergyMeter = field(default_factory=EnergyMeter)
+    # The specroute build around the server (engine.agent.build.specroute_build).
+    build: str | None = None
     # (server pid, most CPU seconds reported for it): the CPU counter never goes back
     # while the server lives (a child caught exiting drops out of one reading).
     _cpu_high: tuple[int, float] | None = field(default=None, init=False, repr=False)
@@ -106,6 +109,7 @@ class WorkerProbe:
             gpu_memory_bytes=gpu_memory_bytes(pids),
             telemetry=self._telemetry(metrics),
             engine_version=version,
+            engine_build=engine_build(version, self.build),
             model_digest=self.model_digest,
             sent_at=datetime.now(UTC),
         )

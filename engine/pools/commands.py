@@ -109,6 +109,7 @@ def up(
 ) -> None:
     """Fetch the pool spec from control, start its vLLM workers and keep them serving."""
     from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe
+    from engine.agent.build import specroute_build
     from engine.pools.launcher import LaunchOptions, ServerCommand, build_server_command
     from engine.pools.supervisor import Supervisor, WorkerEvent
 
@@ -159,6 +160,7 @@ def up(
                 pid=partial(_current_pid, supervisor, index),
                 health_timeout=min(2.0, heartbeat_s / 2),
                 model_digest=digest,
+                build=specroute_build(vllm_fix=not no_vllm_fix),
             )
             agent = HeartbeatAgent(
                 _worker_id(spec, public_host, server.port), probe, control, heartbeat_s

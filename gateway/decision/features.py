@@ -1,6 +1,7 @@
 """Normalize a validated request body into RequestFeatures and compatibility facts."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from control.contract import (
     PairCapabilities,
@@ -9,6 +10,7 @@ from control.contract import (
     SamplingSummary,
     StructuredKind,
 )
+from control.contract.digest import canonical_digest
 from gateway.proxy.schemas import ChatCompletionBody, SamplingParams
 
 # OpenAI's documented default when the caller leaves temperature out.
@@ -68,6 +70,36 @@ def structured_kind(body: SamplingParams) -> StructuredKind | None:
     return "json_schema"  # asked in a spelling not listed above
 
 
+def structured_constraint(body: SamplingParams) -> dict[str, Any] | None:
+    """The fields that constrain the output's structure, by name, as sent (None: none).
+    Only ever digested: a schema can hold the caller's text."""
+    if not has_structured_output(body):
+        return None
+    extra = body.model_extra or {}
+    fields: dict[str, Any] = {
+        "response_format": body.response_format,
+        "structured_outputs": body.structured_outputs or None,
+        **{name: extra.get(name) for name in _GUIDED_FIELDS},
+    }
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _digest_or_none(value: Any) -> str | None:
+    if not value:
+        return None
+    try:
+        return canonical_digest(value)
+    except ValueError:
+        # NOTE: a NaN or infinite number (Python's JSON parser lets them through) has
+        # no canonical JSON; such a value is recorded as absent rather than guessed.
+        return None
+
+
+def _seed(body: SamplingParams) -> int | None:
+    seed = body.seed
+    return seed if seed is not None and -(2**63) <= seed < 2**63 else None
+
+
 def effective_max_tokens(body: SamplingParams) -> int | None:
     if isinstance(body, ChatCompletionBody) and body.max_completion_tokens is not None:
         return body.max_completion_tokens
@@ -75,8 +107,10 @@ def effective_max_tokens(body: SamplingParams) -> int | None:
 
 
 def sampling_summary(body: SamplingParams) -> SamplingSummary:
-    """The distribution settings a record keeps: numbers, flags and counts, no text."""
+    """The distribution settings a record keeps: numbers, flags, counts and digests of
+    whatever could be text (stop strings, logit bias, the structured-output schema)."""
     stop = body.stop
+    stops = [stop] if isinstance(stop, str) else stop
     return SamplingSummary(
         temperature=body.temperature,
         top_p=body.top_p,
@@ -86,11 +120,15 @@ def sampling_summary(body: SamplingParams) -> SamplingSummary:
         frequency_penalty=body.frequency_penalty,
         repetition_penalty=body.repetition_penalty,
         seed_present=body.seed is not None,
+        seed=_seed(body),
         max_tokens=effective_max_tokens(body),
         n=body.n,
         stop_count=(1 if isinstance(stop, str) else len(stop)) if stop else 0,
         logit_bias_count=len(body.logit_bias or {}),
         structured_output=structured_kind(body),
+        stop_digest=_digest_or_none(stops),
+        logit_bias_digest=_digest_or_none(body.logit_bias),
+        schema_digest=_digest_or_none(structured_constraint(body)),
     )
 
 

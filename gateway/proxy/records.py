@@ -72,6 +72,7 @@ def request_record(
         routing=routing,
         error_code=result.error_code,
         by_response_position=result.spec.by_response_position,
+        engine_build=lease.worker.engine_build if lease else None,
     )
 
 

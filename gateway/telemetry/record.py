@@ -89,6 +89,8 @@ class RequestRecord:
     # (drafted, accepted) per response-position bucket (gateway.telemetry.positions);
     # None: the engine sent no per-step arrays.
     by_response_position: PositionCounts | None = None
+    # What the serving worker's agent reported (engine version + specroute build).
+    engine_build: str | None = None
 
     @property
     def e2e_per_token_ms(self) -> float | None:
@@ -163,6 +165,7 @@ def record_doc(rec: RequestRecord) -> RequestRecordDoc | None:
         pool_id=routing.pool_id,
         worker_id=rec.worker_id,
         engine_version=routing.engine_version,
+        engine_build=rec.engine_build,
         sampling=facts.sampling,
         prompt_tokens=rec.prompt_tokens,
         completion_tokens=rec.completion_tokens,

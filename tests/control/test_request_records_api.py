@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from control.contract.digest import canonical_digest
 from control.models import RequestRecordRow
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -186,6 +187,37 @@ def test_listing_filters_by_tenant_segment_arm_outcome_and_time(
     assert rest["next_cursor"] is None
     bad_arm = app_client.get("/admin/v1/requests", params={"arm": "maybe"}, headers=admin_headers)
     assert bad_arm.status_code == 422
+
+
+def test_seed_digests_and_engine_build_are_stored_and_served(
+    app_client: TestClient,
+    admin_headers: dict[str, str],
+    internal_headers: dict[str, str],
+    session: Session,
+) -> None:
+    stop = canonical_digest(["END"])
+    schema = canonical_digest({"response_format": {"type": "json_object"}})
+    sampling = {"seed_present": True, "seed": 2**63 - 1, "stop_count": 1, "stop_digest": stop}
+    build = "vllm 0.32.0; specroute 0.1.0 (vllm_fix)"
+    doc = record("repro", engine_build=build, sampling=sampling | {"schema_digest": schema})
+    assert post(app_client, internal_headers, batch([doc])).status_code == 200
+    row = session.scalars(select(RequestRecordRow)).one()
+    assert row.engine_build == build
+    assert (row.sampling["seed"], row.sampling["stop_digest"]) == (2**63 - 1, stop)
+    assert (row.sampling["schema_digest"], row.sampling["logit_bias_digest"]) == (schema, None)
+    body = app_client.get("/admin/v1/requests/repro", headers=admin_headers).json()
+    assert body["engine_build"] == build and body["sampling"]["seed"] == 2**63 - 1
+    assert body["sampling"]["stop_digest"] == stop
+
+
+def test_a_digest_field_holds_only_a_digest(
+    app_client: TestClient, internal_headers: dict[str, str], session: Session
+) -> None:
+    """A gateway bug must not turn a digest field into a place for stop text."""
+    leak = record("leak", sampling={"stop_count": 1, "stop_digest": "sha256:END"})
+    resp = post(app_client, internal_headers, batch([leak]))
+    assert resp.status_code == 422 and "stop_digest" in resp.text
+    assert session.scalar(select(func.count()).select_from(RequestRecordRow)) == 0
 
 
 def test_record_bounds_are_checked_at_the_boundary(

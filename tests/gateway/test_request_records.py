@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from control.contract import Arm, SamplingSummary
+from control.contract.digest import canonical_digest
 from gateway.decision.features import sampling_summary
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.records import refusal_record
@@ -43,7 +44,14 @@ def rec(request_id: str = "r", sample_rate: float = 1.0, **kw: object) -> Reques
 
 
 def test_a_record_carries_decision_sampling_counts_and_latency() -> None:
-    doc = record_doc(rec("req-1", worker_id="p1-w0", error_code=None))
+    doc = record_doc(
+        rec(
+            "req-1",
+            worker_id="p1-w0",
+            error_code=None,
+            engine_build="vllm 0.32.0; specroute 0.1.0 (vllm_fix)",
+        )
+    )
     assert doc is not None
     assert doc.request_id == "req-1"
     assert doc.received_at == datetime.fromtimestamp(T0, UTC)
@@ -61,6 +69,7 @@ def test_a_record_carries_decision_sampling_counts_and_latency() -> None:
         "tiny-v3",
     )
     assert (doc.pool_id, doc.worker_id, doc.engine_version) == (1, "p1-w0", "0.32")
+    assert doc.engine_build == "vllm 0.32.0; specroute 0.1.0 (vllm_fix)"
     assert (doc.prompt_tokens, doc.completion_tokens) == (10, 20)
     assert (doc.drafts, doc.drafted_tokens, doc.accepted_tokens) == (8, 24, 12)
     assert doc.accepted_per_position == [6, 4, 2]
@@ -111,7 +120,7 @@ def test_a_record_past_the_contract_bounds_is_dropped_not_the_request() -> None:
     assert agg.dropped_request_records == 1
 
 
-def test_sampling_summary_keeps_numbers_flags_and_counts_never_text() -> None:
+def test_sampling_summary_keeps_numbers_flags_counts_and_digests_never_text() -> None:
     body = ChatCompletionBody.model_validate(
         {
             "model": "tiny",
@@ -138,13 +147,49 @@ def test_sampling_summary_keeps_numbers_flags_and_counts_never_text() -> None:
         "frequency_penalty": None,
         "repetition_penalty": None,
         "seed_present": True,
+        "seed": 1234,
         "max_tokens": 64,
         "n": None,
         "stop_count": 2,
         "logit_bias_count": 1,
         "structured_output": "json_schema",
+        "stop_digest": canonical_digest(["secret stop", "another"]),
+        "logit_bias_digest": canonical_digest({"17": 2.0}),
+        "schema_digest": canonical_digest(
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "secret"}}}
+        ),
     }
     assert "secret" not in summary.model_dump_json()
+
+
+def test_the_digests_identify_the_settings_whatever_their_spelling() -> None:
+    def summary(**extra: object) -> SamplingSummary:
+        return sampling_summary(
+            CompletionBody.model_validate({"model": "tiny", "prompt": "p", **extra})
+        )
+
+    # One stop string digests as the one-element list it means.
+    assert summary(stop="END").stop_digest == summary(stop=["END"]).stop_digest
+    assert summary(stop="END").stop_digest != summary(stop="END.").stop_digest
+    # A map's key order is no part of its value; a changed bias is.
+    assert (
+        summary(logit_bias={"1": 1.0, "2": -1.0}).logit_bias_digest
+        == summary(logit_bias={"2": -1.0, "1": 1.0}).logit_bias_digest
+    )
+    assert (
+        summary(logit_bias={"1": 1.0}).logit_bias_digest
+        != summary(logit_bias={"1": 2.0}).logit_bias_digest
+    )
+    # The same schema by two routes (response_format, guided_json) is two constraints.
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    by_format = summary(response_format={"type": "json_schema", "json_schema": schema})
+    assert by_format.schema_digest != summary(guided_json=schema).schema_digest
+    # Nothing sent, or a neutral value (an empty map, plain text), has no digest; a
+    # seed past 64 bits is noted as sent but not kept.
+    plain = summary(logit_bias={}, response_format={"type": "text"}, seed=2**64)
+    assert (plain.stop_digest, plain.logit_bias_digest, plain.schema_digest) == (None,) * 3
+    assert (plain.seed_present, plain.seed) == (True, None)
+    assert summary(seed=-5).seed == -5
 
 
 @pytest.mark.parametrize(

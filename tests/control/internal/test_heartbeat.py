@@ -80,6 +80,7 @@ def test_first_beat_registers_then_later_beats_update(
         "healthy": True,
         "draft_loaded": True,
         "engine_version": None,
+        "engine_build": None,
         "model_digest": None,
     }
 
