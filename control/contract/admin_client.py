@@ -49,6 +49,7 @@ from control.contract.admin_operations import (
     InvalidRequest,
     Listing,
     NotFound,
+    NotReplayable,
     PreconditionFailed,
     PreconditionRequired,
     ServiceUnavailable,
@@ -74,6 +75,7 @@ __all__ = [
     "Forbidden",
     "InvalidRequest",
     "NotFound",
+    "NotReplayable",
     "PreconditionFailed",
     "PreconditionRequired",
     "Resource",
@@ -112,7 +114,7 @@ class AdminClient:
         self.eval_sets = Resource(self, Steps.eval_sets)
         self.evaluations = Evaluations(self, Steps.evaluations)
         self.decisions = Decisions(self, Steps.decisions)
-        self.requests = Resource(self, Steps.requests)
+        self.requests = Requests(self, Steps.requests)
         self.audit = Resource(self, Steps.audit)
 
     # -- carrying calls -------------------------------------------------------------
@@ -222,7 +224,7 @@ class AsyncAdminClient:
         self.eval_sets = AsyncResource(self, Steps.eval_sets)
         self.evaluations = AsyncEvaluations(self, Steps.evaluations)
         self.decisions = AsyncDecisions(self, Steps.decisions)
-        self.requests = AsyncResource(self, Steps.requests)
+        self.requests = AsyncRequests(self, Steps.requests)
         self.audit = AsyncResource(self, Steps.audit)
 
     async def send(self, call: Call) -> httpx.Response:
@@ -461,6 +463,14 @@ class AdminTokens(Resource):
 
 class AsyncAdminTokens(AsyncResource):
     revoke = _Awaiting(ops.AdminTokenSteps.revoke)
+
+
+class Requests(Resource):
+    replay_settings = _Blocking(ops.RequestSteps.replay_settings)
+
+
+class AsyncRequests(AsyncResource):
+    replay_settings = _Awaiting(ops.RequestSteps.replay_settings)
 
 
 class Decisions(Resource):

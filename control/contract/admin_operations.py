@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from control.contract import replay
+
 DEV_ADMIN_TOKEN = "specroute-admin-dev"
 """The well-known admin token of a control plane started with --dev (never in production)."""
 
@@ -78,6 +80,10 @@ class PreconditionFailed(ApiError):
 
 class PreconditionRequired(ApiError):
     pass
+
+
+class NotReplayable(AdminError):
+    """A recorded request with no settings to replay (refused before routing)."""
 
 
 class InvalidRequest(ApiError):
@@ -434,6 +440,17 @@ class EvaluationSteps(ResourceSteps):
         return changed
 
 
+class RequestSteps(ResourceSteps):
+    def replay_settings(self, request_id: str) -> Step[Document]:
+        """The settings that reproduce a recorded request (control.contract.replay):
+        NotFound for an unknown id, NotReplayable for a request refused before routing."""
+        record: Document = yield from self.get(request_id)
+        try:
+            return replay.replay_settings(record)
+        except replay.NotReplayable as exc:
+            raise NotReplayable(str(exc)) from None
+
+
 class PoolSteps(ResourceSteps):
     def enrol(self, pool: str | int, body: Document) -> Step[Document]:
         """An engine agent's token for this pool (its secret in this answer only)."""
@@ -457,7 +474,7 @@ class Steps:
     eval_sets = ResourceSteps("/eval-sets", "eval set")
     evaluations = EvaluationSteps("/evaluations", "evaluation")
     decisions = DecisionSteps("/decisions", "decision")
-    requests = ResourceSteps("/requests", "request record")
+    requests = RequestSteps("/requests", "request record")
     audit = ResourceSteps("/audit", "audit event")
 
 

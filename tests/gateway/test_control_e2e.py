@@ -4,6 +4,7 @@ Control runs for real (create_app on a migrated SQLite file, under uvicorn);
 the tenant and its key are made through the admin API, as an admin would.
 """
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,9 +15,11 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from control.cli.admin import app as admin_cli
+from control.contract.replay import ROUTING_FIELDS
 from engine.pools.local import tiny_pair_dir
 from tests.fixtures.services import require_redis
 from tests.gateway.server import GatewayServer, run_control_gateway, run_gateway, serve_app
@@ -280,6 +283,13 @@ def test_requests_refused_before_routing_have_a_typed_record_without_text(
     assert cli.exit_code == 0, cli.output
     assert "unknown (key refused)" in cli.output and "not routed" in cli.output
     assert "HTTP 401 (invalid_api_key)" in cli.output and REFUSED_MARKER not in cli.output
+    show = ["--url", control_url, "--token", ADMIN, "request", "show", "refused-key"]
+    replay = CliRunner().invoke(admin_cli, [*show, "--replay-settings"])
+    assert replay.exit_code == 1
+    assert replay.output.strip() == (
+        "request 'refused-key' was refused before routing (not_routed, HTTP 401): "
+        "no settings to replay"
+    )
 
 
 # request -> (HTTP status, error code, tenant, endpoint, stream)
@@ -289,3 +299,124 @@ KINDS: dict[str, tuple[int, str, str | None, str, bool]] = {
     "invalid": (400, "invalid_value", "acme", "completions", False),
     "json": (400, "invalid_json", "acme", "completions", False),
 }
+
+
+REPLAY_MARKER = "replay-marker-5d2e81"
+# A bias value that appears nowhere else in a record (the privacy check looks for it).
+BIAS = {"17": -73.125}
+
+
+def test_a_routed_record_keeps_seed_digests_and_build_and_replays_without_text(
+    tmp_path: Path, control_url: str
+) -> None:
+    """Real parts end to end: an engine agent heartbeats a fake engine (its /version)
+    into control, the gateway routes a seeded, stop-, bias- and schema-carrying request
+    to it and ships its record; the stored row and the API body hold the seed, the
+    digests and the engine build, never the stop string, the bias or the schema."""
+    from bench.fake_upstream import FAKE_ENGINE_VERSION, FakeUpstream
+    from control.contract.admin_client import AdminClient
+    from control.contract.digest import canonical_digest
+    from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe
+    from engine.agent.build import specroute_build
+    from tests.e2e.stack import wait_routable
+
+    key = _new_tenant_key(control_url, "acme")
+    pool = _admin(
+        control_url,
+        "/pools",
+        {
+            "name": "fake",
+            "served_model_name": "tiny",
+            "target_ref": str(tiny_pair_dir() / "target"),
+        },
+    )
+    admin = AdminClient(control_url, ADMIN)
+    token = admin.pools.enrol(
+        int(str(pool["id"])), {"name": "fake-agent", "allowed_endpoints": ["http://127.0.0.1"]}
+    )["token"]
+    schema = {"type": "object", "properties": {REPLAY_MARKER: {"type": "string"}}}
+    response_format = {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
+    stop = [REPLAY_MARKER, "\n\n"]
+    agent_client = ControlClient(control_url, token)
+    fake = FakeUpstream(tokens=3, interval_s=0.001, model="tiny")
+    with serve_app(fake) as engine_url:  # type: ignore[arg-type]
+        build = specroute_build(vllm_fix=True)
+        probe = WorkerProbe(
+            pool_id=int(str(pool["id"])), endpoint_url=engine_url, speculative=False, build=build
+        )
+        beat, _ = HeartbeatAgent("fake-w0", probe, agent_client).beat_once()
+        assert beat.healthy and beat.engine_build == f"vllm {FAKE_ENGINE_VERSION}; {build}"
+        with run_control_gateway(tmp_path, control_url, INTERNAL) as gw:
+            _wait_for_key(gw, key, 5.0)
+            wait_routable(gw, pools=1)
+            resp = httpx.post(
+                gw.base_url + "/v1/chat/completions",
+                json={
+                    "model": "tiny",
+                    "messages": [{"role": "user", "content": REPLAY_MARKER}],
+                    "max_tokens": 3,
+                    "temperature": 0.8,
+                    "top_p": 0.95,
+                    "seed": 4242,
+                    "stop": stop,
+                    "logit_bias": BIAS,
+                    "response_format": response_format,
+                },
+                headers={"Authorization": f"Bearer {key}", "x-request-id": "replay-me"},
+            )
+            assert resp.status_code == 200, resp.text
+            record = _record(control_url, "replay-me")
+    agent_client.close()
+    admin.close()
+    engine = create_engine(f"sqlite:///{tmp_path / 'control.db'}")
+    with engine.connect() as conn:
+        row = conn.execute(
+            text("SELECT * FROM request_records WHERE request_id = 'replay-me'")
+        ).one()
+    engine.dispose()
+
+    expected_build = f"vllm {FAKE_ENGINE_VERSION}; {build}"
+    digests = {
+        "stop_digest": canonical_digest(stop),
+        "logit_bias_digest": canonical_digest(BIAS),
+        "schema_digest": canonical_digest({"response_format": response_format}),
+    }
+    stored = json.loads(row.sampling)
+    assert row.engine_build == expected_build and record["engine_build"] == expected_build
+    for sampling in (stored, record["sampling"]):
+        assert (sampling["seed"], sampling["seed_present"]) == (4242, True)
+        assert {name: sampling[name] for name in digests} == digests
+        assert (sampling["stop_count"], sampling["logit_bias_count"]) == (2, 1)
+    assert (record["arm"], record["pool_id"], record["worker_id"]) == (
+        "baseline",
+        pool["id"],
+        "fake-w0",
+    )
+    # Privacy: neither the stop string, the schema nor the bias value is stored or served.
+    row_text = " ".join(str(value) for value in row)
+    for leaked in (REPLAY_MARKER, "73.125"):
+        assert leaked not in row_text and leaked not in json.dumps(record)
+
+    cli = CliRunner()
+    base = ["--url", control_url, "--token", ADMIN, "request", "show"]
+    replay = cli.invoke(admin_cli, [*base, "replay-me", "--replay-settings"])
+    assert replay.exit_code == 0, replay.output
+    lines = dict(line.split(None, 1) for line in replay.output.splitlines())
+    assert lines["model"] == "tiny" and lines["arm"] == "baseline"
+    assert lines["engine_build"] == expected_build and lines["pool_id"] == str(pool["id"])
+    assert (lines["seed"], lines["temperature"], lines["top_p"]) == ("4242", "0.8", "0.95")
+    assert (lines["max_tokens"], lines["top_k"]) == ("3", "-")
+    assert {name: lines[name] for name in digests} == digests
+    assert REPLAY_MARKER not in replay.output and "73.125" not in replay.output
+    as_json = cli.invoke(admin_cli, [*base, "replay-me", "--replay-settings", "-o", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    settings = json.loads(as_json.output)
+    assert settings["sampling"]["seed"] == 4242 and settings["engine_build"] == expected_build
+    assert set(settings) == {*ROUTING_FIELDS, "sampling"}
+
+    unknown = cli.invoke(admin_cli, [*base, "no-such-request", "--replay-settings"])
+    assert unknown.exit_code == 1
+    assert unknown.output.strip().splitlines() == [
+        "error 404 request_not_found: no record of request 'no-such-request' (not sampled, "
+        "not yet flushed, or past retention)"
+    ]

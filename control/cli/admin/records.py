@@ -59,11 +59,25 @@ def decision_record(decision_id: int) -> None:
 
 
 @request_app.command("show")
-def request_show(request_id: str, output: Output = OutputOption) -> None:
+def request_show(
+    request_id: str,
+    replay_settings: bool = typer.Option(
+        False,
+        "--replay-settings",
+        help="Only the settings that reproduce the request: model, adapter, pool and arm, "
+        "pair version, engine build, sampling and seed, digests of stop strings, logit "
+        "bias and schema (no text).",
+    ),
+    output: Output = OutputOption,
+) -> None:
     """One request's story: who, which segment and rollout, arm and why, where it ran,
     its sampling settings, tokens, acceptance, latency and outcome (never its text)."""
-    from control.cli.admin.views import request_story
+    from control.cli.admin.views import replay_lines, request_story
 
+    if replay_settings:
+        settings = run(lambda: client().requests.replay_settings(request_id))
+        emit(settings, output, lambda: typer.echo(replay_lines(settings)))
+        return
     record = run(lambda: client().requests.get(request_id))
     emit(record, output, lambda: typer.echo(request_story(record)))
 

@@ -1,5 +1,5 @@
 """The admin CLI's richer table views: a rollout with the automation's readout,
-and one request's story."""
+one request's story, and the settings that reproduce it."""
 
 from typing import Any
 
@@ -111,7 +111,8 @@ def request_story(r: dict[str, Any]) -> str:
         f"rollout    {rollout}",
         f"decision   arm={r['arm']} reason={r['reason']}, pair {pair}",
         f"served by  pool {r['pool_id']}, worker {r['worker_id'] or '-'}, "
-        f"engine {r['engine_version'] or '-'}, gateway {r['gateway_id']}",
+        f"engine {r['engine_version'] or '-'}, build {r.get('engine_build') or '-'}, "
+        f"gateway {r['gateway_id']}",
         f"tokens     prompt {r['prompt_tokens']}, completion {r['completion_tokens']}",
         f"accepted   {accepted}",
         f"latency    TTFT {_ms(r['ttft_ms'])}, TPOT {_ms(r['tpot_ms'])}, "
@@ -147,3 +148,13 @@ def evaluation_diff_lines(doc: dict[str, Any]) -> tuple[str, list[tuple[str, ...
             )
         )
     return head, rows
+
+
+def replay_lines(settings: dict[str, Any]) -> str:
+    """One `name value` line per setting (control.contract.replay), the routing first;
+    `-` where the record has none (a sampling `-` is the engine's default)."""
+    fields = {k: v for k, v in settings.items() if k != "sampling"} | settings["sampling"]
+    width = max(len(name) for name in fields) + 2
+    return "\n".join(
+        f"{name:<{width}}{'-' if value is None else value}" for name, value in fields.items()
+    )
