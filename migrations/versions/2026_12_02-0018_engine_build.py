@@ -6,8 +6,8 @@ it in its heartbeats (workers.engine_build, compiled into the snapshot). The
 sampling seed and the digests of stop strings, logit bias and the structured-output
 schema ride in the existing `sampling` JSON column. Existing rows keep NULL.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-12-02 05:00:00
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0015"
-down_revision: str | None = "0014"
+revision: str = "0018"
+down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
