@@ -313,11 +313,11 @@ def test_a_routed_record_keeps_seed_digests_and_build_and_replays_without_text(
     into control, the gateway routes a seeded, stop-, bias- and schema-carrying request
     to it and ships its record; the stored row and the API body hold the seed, the
     digests and the engine build, never the stop string, the bias or the schema."""
-    from bench.fake_upstream import FAKE_ENGINE_VERSION, FakeUpstream
     from control.contract.admin_client import AdminClient
     from control.contract.digest import canonical_digest
     from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe
     from engine.agent.build import specroute_build
+    from engine.fake import FAKE_ENGINE_VERSION, FakeUpstream
     from tests.e2e.stack import wait_routable
 
     key = _new_tenant_key(control_url, "acme")
