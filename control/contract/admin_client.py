@@ -111,7 +111,7 @@ class AdminClient:
         self.threshold_sets = ThresholdSets(self, Steps.threshold_sets)
         self.rollouts = Rollouts(self, Steps.rollouts)
         self.admin_tokens = AdminTokens(self, Steps.admin_tokens)
-        self.eval_sets = Resource(self, Steps.eval_sets)
+        self.eval_sets = EvalSets(self, Steps.eval_sets)
         self.evaluations = Evaluations(self, Steps.evaluations)
         self.decisions = Decisions(self, Steps.decisions)
         self.requests = Requests(self, Steps.requests)
@@ -221,7 +221,7 @@ class AsyncAdminClient:
         self.threshold_sets = AsyncThresholdSets(self, Steps.threshold_sets)
         self.rollouts = AsyncRollouts(self, Steps.rollouts)
         self.admin_tokens = AsyncAdminTokens(self, Steps.admin_tokens)
-        self.eval_sets = AsyncResource(self, Steps.eval_sets)
+        self.eval_sets = AsyncEvalSets(self, Steps.eval_sets)
         self.evaluations = AsyncEvaluations(self, Steps.evaluations)
         self.decisions = AsyncDecisions(self, Steps.decisions)
         self.requests = AsyncRequests(self, Steps.requests)
@@ -495,6 +495,16 @@ class AsyncPairs(AsyncResource):
     register = _Awaiting(ops.PairSteps.register)
     retire = _Awaiting(ops.PairSteps.retire)
     suggest_depth = _Awaiting(ops.PairSteps.suggest_depth)
+
+
+class EvalSets(Resource):
+    latest = _Blocking(ops.EvalSetSteps.latest)
+    add_case = _Blocking(ops.EvalSetSteps.add_case)
+
+
+class AsyncEvalSets(AsyncResource):
+    latest = _Awaiting(ops.EvalSetSteps.latest)
+    add_case = _Awaiting(ops.EvalSetSteps.add_case)
 
 
 class Evaluations(Resource):

@@ -426,6 +426,26 @@ class PairSteps(ResourceSteps):
         return advice
 
 
+class EvalSetSteps(ResourceSteps):
+    def latest(self, name_or_id: str | int) -> Step[Document]:
+        """By id, or a name's latest version."""
+        text = str(name_or_id)
+        if text.isdigit():
+            return (yield from self.get(int(text)))
+        versions = yield from collect(Listing.of(self.path, {"name": text}))
+        if not versions:
+            raise NotFound(404, "not_found", f"no {self.noun} named {text!r}")
+        return (yield from self.get(max(versions, key=lambda s: int(s["version"]))["id"]))
+
+    def add_case(self, eval_set: str | int, body: Document) -> Step[Document]:
+        """The set's next version with a case made from a request record (`from_request`,
+        `prompt_ref`, `prompt_sha256`, `reviewer`, `refresh_by`, ...)."""
+        text = str(eval_set)
+        ident = int(text) if text.isdigit() else int((yield from self.latest(text))["id"])
+        created: Document = yield from fetch(Call("POST", f"{self.path}/{ident}/cases", json=body))
+        return created
+
+
 class EvaluationSteps(ResourceSteps):
     def cases(self, /, evaluation_id: int, **filters: Any) -> Step[Listing]:
         """An evaluation's per-case results (case key, outcome, tokens, acceptance)."""
@@ -471,7 +491,7 @@ class Steps:
     threshold_sets = ThresholdSetSteps("/threshold-sets", "threshold set")
     rollouts = RolloutSteps("/rollouts", "rollout")
     admin_tokens = AdminTokenSteps("/admin-tokens", "admin token")
-    eval_sets = ResourceSteps("/eval-sets", "eval set")
+    eval_sets = EvalSetSteps("/eval-sets", "eval set")
     evaluations = EvaluationSteps("/evaluations", "evaluation")
     decisions = DecisionSteps("/decisions", "decision")
     requests = RequestSteps("/requests", "request record")

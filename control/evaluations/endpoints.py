@@ -12,7 +12,9 @@ from control.api.pagination import Cursor, Limit, Page, page_of
 from control.evaluations import repository as repo
 from control.evaluations import service
 from control.evaluations.diff import diff_evaluations
+from control.evaluations.incidents import add_case_from_request
 from control.evaluations.schemas import (
+    CaseFromRequest,
     CaseResult,
     EvalSet,
     EvalSetCreate,
@@ -52,6 +54,23 @@ def list_eval_sets(
 )
 def create_eval_set(body: EvalSetCreate, session: SessionDep, idem: IdempotencyDep) -> JSONResponse:
     row = service.create_set(session, body, actor=idem.principal.actor)
+    return idem.remember(service.describe(session, row.id), status_code=201)
+
+
+@router.post(
+    "/eval-sets/{set_id}/cases",
+    status_code=status.HTTP_201_CREATED,
+    response_model=EvalSet,
+    responses=error_responses(404, 409),
+    description="Writes the set's next version: its cases plus one made from a request "
+    "record (labels from the record's settings; the prompt reference and digest from the "
+    "operator, since control holds no text). 409 `stale_eval_set` unless the set is its "
+    "name's latest version, 409 `case_exists` for a key it has; 422 for an unknown request.",
+)
+def add_eval_case(
+    set_id: IdPath, body: CaseFromRequest, session: SessionDep, idem: IdempotencyDep
+) -> JSONResponse:
+    row = add_case_from_request(session, set_id, body, actor=idem.principal.actor)
     return idem.remember(service.describe(session, row.id), status_code=201)
 
 

@@ -278,3 +278,35 @@ class EvaluationDiff(BaseModel):
         description="The cases that changed most, up to the limit: the largest outcome move "
         "(worse first), then the largest absolute acceptance change."
     )
+
+
+class CaseFromRequest(BaseModel):
+    """A request record turned into a case of the set's next version. Control holds no
+    text: the operator stores the prompt and names it (`prompt_ref`, `prompt_sha256`);
+    the record's sampling settings, adapter, segment and tenant become labels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_request: str = Field(min_length=1, max_length=128, description="The request id.")
+    case_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=_NAME,
+        description="Default: incident-<request id>.",
+    )
+    source: CaseSource = CaseSource.PRODUCTION_INCIDENT
+    prompt_ref: str = Field(min_length=1, max_length=500)
+    prompt_sha256: str = Field(pattern=_SHA256)
+    reviewer: str = Field(min_length=1, max_length=200)
+    why: str | None = Field(default=None, min_length=1, max_length=2000)
+    supports: str | None = Field(default=None, min_length=1, max_length=500)
+    refresh_by: date
+    blocking: bool = False
+    boundary: Boundary | None = None
+
+    @model_validator(mode="after")
+    def _blocking_has_boundary(self) -> Self:
+        if self.blocking and self.boundary is None:
+            raise ValueError("a blocking case names its boundary")
+        return self

@@ -52,7 +52,7 @@ app.command("decisions", hidden=True)(records.decision_list)
 app.command("requests", hidden=True)(records.request_list)
 # `admin evaluations` alone lists; `admin evaluations diff A B` is `evaluation diff`.
 app.add_typer(records.evaluations_alias, name="evaluations", hidden=True)
-app.command("eval-sets", hidden=True)(records.eval_set_list)
+app.add_typer(records.eval_sets_alias, name="eval-sets", hidden=True)
 
 __all__ = ["app", "watch"]
 

@@ -305,6 +305,79 @@ def eval_set_create(
     )
 
 
+def _digest_from_store(eval_set: dict[str, Any], ref: str) -> str:
+    """The sha256 of the prompt `ref` in the set's prompt store, as `engine evaluate`
+    checks it (read here, on the operator's machine; control never sees it)."""
+    from engine.evaluation.prompts import PromptStoreError, load_store, prompt_digest
+
+    try:
+        prompts = load_store(eval_set["prompt_store"])
+    except PromptStoreError as exc:
+        raise CliInputError(f"--prompt-sha256 not given and {exc}") from exc
+    if ref not in prompts:
+        raise CliInputError(f"--prompt-ref {ref!r} is not in {eval_set['prompt_store']}")
+    return prompt_digest(prompts[ref])
+
+
+@eval_set_app.command("add-case")
+def eval_set_add_case(
+    ident: str = typer.Argument(..., metavar="SET", help="Eval set name (latest) or id."),
+    from_request: str = typer.Option(..., "--from-request", help="The request's id."),
+    prompt_ref: str = typer.Option(
+        ..., "--prompt-ref", help="Where you stored the request's prompt in the set's store."
+    ),
+    prompt_sha256: str | None = typer.Option(
+        None, "--prompt-sha256", help="Its digest; default: read from the set's prompt store."
+    ),
+    source: str = typer.Option(
+        "production_incident", "--source", help="generated, production_incident or curated."
+    ),
+    reviewer: str = typer.Option(..., "--reviewer", help="Who reviewed its expected behaviour."),
+    refresh_by: str = typer.Option(..., "--refresh-by", help="YYYY-MM-DD: stale after it."),
+    case_key: str | None = typer.Option(None, "--case-key", help="Default incident-<request>."),
+    why: str | None = typer.Option(None, "--why", help="Default: the request's outcome."),
+    supports: str | None = typer.Option(None, "--supports", help="Default: the request."),
+    boundary: str | None = typer.Option(
+        None,
+        "--boundary",
+        help="authorization, privacy, safety or irreversible_action: makes it blocking.",
+    ),
+    output: Output = OutputOption,
+) -> None:
+    """Write the set's next version with a case made from a request record: its labels
+    from the record's settings; the prompt reference (and digest) from you."""
+
+    def go() -> dict[str, Any]:
+        admin = client()
+        current = admin.eval_sets.latest(ident)
+        digest = prompt_sha256 or _digest_from_store(current, prompt_ref)
+        body = {
+            "from_request": from_request,
+            "case_key": case_key,
+            "source": source,
+            "prompt_ref": prompt_ref,
+            "prompt_sha256": digest,
+            "reviewer": reviewer,
+            "why": why,
+            "supports": supports,
+            "refresh_by": refresh_by,
+            "blocking": boundary is not None,
+            "boundary": boundary,
+        }
+        return admin.eval_sets.add_case(current["id"], body)
+
+    created = run(go)
+    case = created["cases"][-1]
+    emit_line(
+        created,
+        output,
+        f"eval set {created['name']} v{created['version']} (id {created['id']}): case "
+        f"{case['case_key']} from request {from_request} ({case['source']}"
+        + (f", blocking: {case['boundary']}" if case["blocking"] else "")
+        + f"), {created['case_count']} cases",
+    )
+
+
 def audit(
     entity_type: str | None = typer.Option(None, help="pair, rollout, segment, ..."),
     actor: str | None = typer.Option(None, help="Only this actor's."),
@@ -322,3 +395,19 @@ def audit(
         ("reason", lambda e: e["reason"] or ""),
     ]
     emit_rows(rows, columns, output)
+
+
+eval_sets_alias = typer.Typer(
+    help="Eval sets (alone: `eval-set list`).", invoke_without_command=True, rich_markup_mode=None
+)
+eval_sets_alias.command("add-case")(eval_set_add_case)
+
+
+@eval_sets_alias.callback()
+def _eval_sets(
+    ctx: typer.Context,
+    name: str | None = typer.Option(None, help="Only this set's versions."),
+    output: Output = OutputOption,
+) -> None:
+    if ctx.invoked_subcommand is None:
+        eval_set_list(name, output)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import Result
 from typer.testing import CliRunner
@@ -134,3 +135,81 @@ def test_evaluations_diff_prints_the_cases_that_changed_most(
     assert "mean acc len" in listed and "2.280" in listed
     missing = cli("evaluations", "diff", str(before), "98765")
     assert missing.exit_code == 1 and "error 404" in missing.output
+
+
+def test_eval_sets_add_case_turns_a_request_into_a_case_with_the_stores_digest(
+    cli: Callable[..., Result], server: str, tmp_path: Path
+) -> None:
+    from engine.evaluation.prompts import prompt_digest
+    from tests.control.test_request_records_api import batch, record
+
+    stored = httpx.post(
+        server + "/internal/v1/telemetry",
+        json=batch([record("req-42", outcome="error", http_status=500)]),
+        headers={"Authorization": "Bearer cli-internal"},
+    )
+    assert stored.is_success, stored.text
+    store = tmp_path / "prompts.jsonl"
+    messages = [{"role": "user", "content": "delete all rows"}]
+    store.write_text(json.dumps({"ref": "incident-42", "messages": messages}) + "\n")
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps(eval_cases(2)))
+    ok(cli, "eval-set", "create", "ops", "--cases", str(cases), "--prompt-store", f"file://{store}")
+    line = ok(
+        cli,
+        "eval-sets",
+        "add-case",
+        "ops",
+        "--from-request",
+        "req-42",
+        "--source",
+        "production_incident",
+        "--prompt-ref",
+        "incident-42",
+        "--reviewer",
+        "oncall",
+        "--refresh-by",
+        "2999-01-01",
+        "--boundary",
+        "irreversible_action",
+    )
+    assert line.strip() == (
+        "eval set ops v2 (id 2): case incident-req-42 from request req-42 "
+        "(production_incident, blocking: irreversible_action), 3 cases"
+    )
+    shown = json.loads(ok(cli, "eval-set", "show", "ops", "-o", "json"))
+    case = shown["cases"][-1]
+    assert case["prompt_sha256"] == prompt_digest(messages)
+    assert case["labels"]["request"] == "req-42" and case["labels"]["temperature"] == "0.7"
+    assert "delete all rows" not in json.dumps(shown)
+
+    missing_ref = cli(
+        "eval-sets",
+        "add-case",
+        "ops",
+        "--from-request",
+        "req-42",
+        "--prompt-ref",
+        "nope",
+        "--reviewer",
+        "r",
+        "--refresh-by",
+        "2999-01-01",
+    )
+    assert missing_ref.exit_code == 2 and "--prompt-ref 'nope' is not in" in missing_ref.output
+    unknown = cli(
+        "eval-sets",
+        "add-case",
+        "ops",
+        "--from-request",
+        "req-0",
+        "--prompt-ref",
+        "incident-42",
+        "--reviewer",
+        "r",
+        "--refresh-by",
+        "2999-01-01",
+    )
+    assert unknown.exit_code == 1 and "error 422" in unknown.output
+    # The plural alias alone still lists.
+    assert "ops" in ok(cli, "eval-sets")
