@@ -65,7 +65,7 @@ pytest: install services tools
 test: lint typecheck pytest
 
 demo: install
-	$(VENV)/bin/specroute demo $(DEMO_ARGS)
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/specroute demo $(DEMO_ARGS)
 
 # Container images (deploy/images; docs/deployment.md). Commands, not tests: they
 # pull base images from a registry. CONTAINER=docker works the same.

@@ -76,9 +76,47 @@ def _group(name: str) -> Group | None:
     return _groups().get(name)
 
 
+# Groups whose code the wheel leaves out (generic top-level names): they run from a
+# checkout, whose root is then on the import path.
+CHECKOUT_GROUPS = {"bench", "demo"}
+
+
+def _installed(ep: Group) -> bool:
+    try:
+        return find_spec(ep.module) is not None
+    except ModuleNotFoundError:  # the package above it is missing
+        return False
+
+
+def needs_checkout(name: str) -> Command:
+    """What `specroute bench`/`demo` are where only the wheel is installed: a clear error."""
+
+    def explain() -> None:
+        typer.echo(
+            f"specroute {name}: needs a checkout of the specroute repository ({name}/ is not "
+            f"installed with the package); from the checkout's root run "
+            f"`PYTHONPATH=. specroute {name} ...`",
+            err=True,
+        )
+        raise typer.Exit(2)
+
+    single = typer.Typer()
+    single.command(
+        name=name,
+        help="(needs a checkout of the repository)",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )(explain)
+    command = get_command(single)
+    command.name = name
+    return command
+
+
 def short_help(ep: Group) -> str:
     """The group's `typer.Typer(help=...)` or the command function's docstring, first
     line, read from the module's source (no import)."""
+    if not _installed(ep):
+        return "(needs a checkout of the repository)"
     spec = find_spec(ep.module)
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         return ""
@@ -180,6 +218,8 @@ class LazyGroup(TyperGroup):
             return None
         if self.listing:
             return TyperCommand(cmd_name, help=short_help(ep))
+        if cmd_name in CHECKOUT_GROUPS and not _installed(ep):
+            return needs_checkout(cmd_name)
         return load_command(cmd_name, ep)
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
