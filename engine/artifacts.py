@@ -440,3 +440,82 @@ def check_pair(
         chat_template_hash=target.chat_template_hash,
         warnings=warnings,
     )
+
+
+@dataclass(frozen=True)
+class EagleHeadCheck:
+    target: ModelArtifacts
+    head_digest: str
+    layers: int
+
+
+def safetensors_shapes(path: Path, role: str) -> dict[str, list[int]]:
+    """Tensor name -> shape, read from a safetensors header (no torch needed)."""
+    try:
+        with path.open("rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size <= 100 * _CHUNK:
+                raise _malformed(role, path.name, "header", f"has an implausible size {size}")
+            header = json.loads(f.read(size))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise _malformed(role, path.name, "header", f"cannot be read ({exc})") from exc
+    if not isinstance(header, dict):
+        raise _malformed(role, path.name, "header", "is not an object")
+    return {
+        name: list(entry.get("shape", []))
+        for name, entry in header.items()
+        if name != "__metadata__" and isinstance(entry, dict)
+    }
+
+
+def check_eagle_head(
+    target_dir: Path | str,
+    head_dir: Path | str,
+    supported_head_dims: frozenset[int] = CPU_HEAD_DIMS,
+) -> EagleHeadCheck:
+    """Refuse an EAGLE-1 head vLLM could not draft with for this target.
+
+    The head (vLLM's ``EagleLlamaForCausalLM``) reads the target's final hidden
+    state and shares its embeddings and LM head, so its width and vocabulary must be
+    the target's, and its ``fc`` must map [embedding, feature] (2 x hidden) to hidden.
+    """
+    target = inspect_model(target_dir, "target")
+    _check_model(target, "target", supported_head_dims)
+    path = Path(head_dir)
+    if not (path / "config.json").is_file():
+        raise MissingArtifactError(
+            f"draft: missing files in {path}: config.json", "missing_files", "draft_ref"
+        )
+    head = architecture_facts(path, "draft")
+    t = target.architecture
+    for name, mine, theirs in (
+        ("hidden_size", head.hidden_size, t.hidden_size),
+        ("vocab_size", head.vocab_size, t.vocab_size),
+    ):
+        if mine != theirs:
+            raise IncompatiblePairError(
+                f"EAGLE head {name} {mine} differs from the target's {theirs}", name, "draft_ref"
+            )
+    if head.head_dim not in supported_head_dims:
+        raise UnsupportedArchitectureError(
+            f"draft: head_dim {head.head_dim} is not supported "
+            f"(supported: {sorted(supported_head_dims)})",
+            "head_dim",
+            "draft_ref",
+        )
+    shapes: dict[str, list[int]] = {}
+    for file in sorted(path.glob("*.safetensors")):
+        shapes |= safetensors_shapes(file, "draft")
+    fc = shapes.get("fc.weight")
+    if fc != [t.hidden_size, 2 * t.hidden_size]:
+        raise IncompatiblePairError(
+            f"EAGLE head fc.weight has shape {fc}, expected "
+            f"[{t.hidden_size}, {2 * t.hidden_size}] (hidden -> [embedding, feature])",
+            "eagle_fc",
+            "draft_ref",
+        )
+    return EagleHeadCheck(
+        target=target,
+        head_digest=combined_digest(weight_digests(path, "draft")),
+        layers=head.num_hidden_layers,
+    )

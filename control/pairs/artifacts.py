@@ -3,8 +3,10 @@ so the control plane stays free of torch/transformers/vllm).
 
 `draft_model` pairs get the full pair check (tokenizer hash, vocab size,
 architecture, head dim). Methods without a separate draft LM (`ngram`, `mtp`)
-inspect the target only; EAGLE/Medusa heads are not causal LMs with their own
-tokenizer, so their directory is digested, not pair-checked.
+inspect the target only. An EAGLE-1 head (`eagle`) is checked against the target
+it reads features from (width, vocabulary, the fc's shape); EAGLE-3 and Medusa
+heads are not causal LMs with their own tokenizer, so their directory is digested,
+not pair-checked.
 """
 
 from collections.abc import Sequence
@@ -80,6 +82,15 @@ def check_artifacts(
                 draft_digest=check.draft.weights_digest,
                 tokenizer_hash=check.tokenizer_hash,
                 chat_template_hash=check.chat_template_hash,
+            )
+        if method == "eagle":
+            assert draft_ref is not None
+            eagle = engine_artifacts.check_eagle_head(target_ref, draft_ref)
+            return ArtifactReport(
+                target_digest=eagle.target.weights_digest,
+                draft_digest=eagle.head_digest,
+                tokenizer_hash=eagle.target.tokenizer_hash,
+                chat_template_hash=eagle.target.chat_template_hash,
             )
         target = engine_artifacts.inspect_model(target_ref, "target")
         draft_digest = None

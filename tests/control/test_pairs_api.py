@@ -222,3 +222,37 @@ def test_the_bundled_tiny_pair_registers(
     assert response.status_code == 201, response.text
     body = response.json()
     assert body["target_digest"] != body["draft_digest"]
+
+
+@pytest.mark.skipif(
+    not (BUNDLED / "eagle" / "config.json").is_file(),
+    reason="the bundled EAGLE head has not been built in this checkout",
+)
+def test_an_eagle_head_registers_against_its_target_and_a_foreign_one_is_refused(
+    app_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    pair = _pair(app_client, admin_headers, "bundled-eagle")
+    ok = _register(
+        app_client,
+        admin_headers,
+        pair["id"],
+        method="eagle",
+        target_ref=str(BUNDLED / "target"),
+        draft_ref=str(BUNDLED / "eagle"),
+    )
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["method"] == "eagle"
+    assert ok.json()["draft_digest"] not in (None, ok.json()["target_digest"])
+    # The draft LM is 128 wide: it cannot read the 256-wide target's features.
+    foreign = _register(
+        app_client,
+        admin_headers,
+        pair["id"],
+        method="eagle",
+        target_ref=str(BUNDLED / "target"),
+        draft_ref=str(BUNDLED / "draft"),
+    )
+    assert foreign.status_code == 422, foreign.text
+    error = foreign.json()["error"]
+    assert error["code"] == "pair_incompatible"
+    assert error["details"]["mismatch"] == "hidden_size"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -11,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from engine.artifacts import (
+    ArtifactError,
     IncompatiblePairError,
     MissingArtifactError,
     UnsupportedArchitectureError,
+    check_eagle_head,
     check_pair,
     inspect_model,
     tokenizer_fingerprint,
@@ -21,7 +24,7 @@ from engine.artifacts import (
 from engine.tiny.tokenizer import save_tokenizer, train_tokenizer
 
 PAIR = Path(__file__).resolve().parents[2] / "engine" / "tiny_pair"
-TARGET, DRAFT = PAIR / "target", PAIR / "draft"
+TARGET, DRAFT, EAGLE = PAIR / "target", PAIR / "draft", PAIR / "eagle"
 
 
 @pytest.fixture
@@ -157,3 +160,44 @@ def test_artifacts_import_without_heavy_libraries() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _write_safetensors_header(path: Path, shapes: dict[str, list[int]]) -> None:
+    """A safetensors file whose header names `shapes` (zero-filled fp16 data)."""
+    header: dict[str, object] = {}
+    offset = 0
+    for name, shape in shapes.items():
+        size = 2 * math.prod(shape)
+        header[name] = {"dtype": "F16", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(offset))
+
+
+def test_the_bundled_eagle_head_fits_its_target() -> None:
+    check = check_eagle_head(TARGET, EAGLE)
+    assert check.layers == 1
+    assert len(check.head_digest) == 64
+    assert check.target.architecture.hidden_size == 256
+
+
+def test_an_eagle_head_of_another_width_or_fc_is_refused(tmp_path: Path) -> None:
+    config = json.loads((TARGET / "config.json").read_text()) | {"num_hidden_layers": 1}
+    head = tmp_path / "head"
+    head.mkdir()
+    (head / "config.json").write_text(json.dumps(config))
+    _write_safetensors_header(head / "model.safetensors", {"fc.weight": [256, 256]})
+    with pytest.raises(IncompatiblePairError) as fc:
+        check_eagle_head(TARGET, head)
+    assert fc.value.mismatch == "eagle_fc"
+    assert fc.value.param == "draft_ref"
+    _write_safetensors_header(head / "model.safetensors", {"fc.weight": [256, 512]})
+    assert check_eagle_head(TARGET, head).layers == 1
+    (head / "config.json").write_text(json.dumps(config | {"hidden_size": 128}))
+    with pytest.raises(IncompatiblePairError) as width:
+        check_eagle_head(TARGET, head)
+    assert width.value.mismatch == "hidden_size"
+    (head / "model.safetensors").write_bytes(b"\xff" * 8)
+    (head / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ArtifactError, match="header"):
+        check_eagle_head(TARGET, head)
