@@ -63,6 +63,34 @@ def tiny_spec_pool(
     )
 
 
+def tiny_eagle_pool(
+    pair_dir: Path | None = None,
+    engine_args: dict[str, object] | None = None,
+    num_speculative_tokens: int = 3,
+) -> PoolSpec:
+    """The bundled target drafting with its bundled EAGLE-1 head (`tiny_pair/eagle`)."""
+    root = pair_dir or tiny_pair_dir()
+    pv = PairVersionSpec(
+        id=4,
+        pair_name="tiny-eagle",
+        version=1,
+        label="tiny-eagle-bundled",
+        method="eagle",
+        num_speculative_tokens=num_speculative_tokens,
+        target_ref=str(root / "target"),
+        draft_ref=str(root / "eagle"),
+        draft_sample_method="probabilistic",
+    )
+    return PoolSpec(
+        id=4,
+        name="tiny-eagle",
+        served_model_name=TINY_MODEL_NAME,
+        target_ref=pv.target_ref,
+        pair_version=pv,
+        engine_args=dict(TEST_ENGINE_ARGS if engine_args is None else engine_args),
+    )
+
+
 def tiny_baseline_pool(
     pair_dir: Path | None = None,
     engine_args: dict[str, object] | None = None,

@@ -88,8 +88,35 @@ def train_tiny_adapter(
     )
 
 
+def train_tiny_eagle(
+    pair_dir: Path = typer.Option(
+        DEFAULT_OUT, "--pair-dir", help="The pair whose target the head drafts for."
+    ),
+    steps: int = typer.Option(400, help="Optimiser steps (only the head trains)."),
+    seed: int = typer.Option(1234, help="Seed for initialisation and batch sampling."),
+    rollout_fraction: float = typer.Option(
+        0.0, min=0.0, max=1.0, help="Share of batches drawn from the target's greedy rollouts."
+    ),
+    threads: int = typer.Option(2, help="torch intra-op threads."),
+) -> None:
+    """Train an EAGLE-1 head for the tiny target (a few CPU minutes) into <pair-dir>/eagle
+    and record its offline greedy acceptance in eagle_report.json."""
+    from engine.tiny.eagle import TrainEagleSettings, train_eagle
+
+    train_eagle(
+        TrainEagleSettings(
+            pair_dir=pair_dir,
+            steps=steps,
+            seed=seed,
+            rollout_fraction=rollout_fraction,
+            threads=threads,
+        )
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add this area's commands to `specroute engine`."""
     app.command("train-tiny")(train_tiny)
     app.command("train-tiny-adapter")(train_tiny_adapter)
+    app.command("train-tiny-eagle")(train_tiny_eagle)
     app.command("heavy-pair")(heavy_pair)
