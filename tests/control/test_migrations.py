@@ -6,10 +6,11 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
 from control.db import make_engine
-from control.migrate import current_revision, downgrade, upgrade
+from control.migrate import alembic_config, current_revision, downgrade, upgrade
 from control.models import Base
 
 
@@ -136,3 +137,15 @@ def assert_enrolments_bound(url: str) -> None:
     assert extras[1] == {"pool_id": 1, "allowed_endpoints": [], "pool_uid": uids[1]}
     assert revoked == {1: False, 2: True, 3: False}
     assert _diff(url) == []
+
+
+def test_the_migrations_form_one_chain_with_one_head() -> None:
+    """Two branches landing the same revision number leave two heads: `upgrade head`
+    then fails on every database. One head, and every revision has at most one child."""
+    script = ScriptDirectory.from_config(alembic_config())
+    assert len(script.get_heads()) == 1, script.get_heads()
+    children: dict[str, int] = {}
+    for rev in script.walk_revisions():
+        for parent in rev._normalized_down_revisions:
+            children[parent] = children.get(parent, 0) + 1
+    assert all(n == 1 for n in children.values()), children
