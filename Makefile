@@ -15,7 +15,9 @@ $(PY):
 
 # Re-installs only when pyproject.toml changed since the last install.
 $(STAMP): pyproject.toml | $(PY)
-	$(PIP) install -e '.[$(EXTRAS)]'
+	@# compat: the checkout's root goes on sys.path, so bench/ and demo/ (kept out of
+	@# the wheel) import from a development install as they do from `make demo`.
+	$(PIP) install -e '.[$(EXTRAS)]' --config-settings editable_mode=compat
 	@# PyPI's torchvision/torchaudio break `transformers` imports against torch 2.13.0+cpu.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $(STAMP)
