@@ -55,7 +55,9 @@ def test_a_stream_longer_than_the_idle_timeout_with_short_gaps_completes(tmp_pat
                 assert not any(e != "[DONE]" and "error" in e for e in events)
                 assert elapsed > 2 * IDLE_S
             windows = gw.windows(requests=2)
-    assert [(w.requests, w.errors) for w in windows] == [(2, 0)]
+    # NOTE: the two requests may fall into one telemetry window or two.
+    assert sum(w.requests for w in windows) == 2
+    assert sum(w.errors for w in windows) == 0
 
 
 class StallingEngine:
