@@ -7,6 +7,7 @@ import httpx
 
 from gateway.auth_guard import AuthGuard
 from gateway.metrics import GatewayMetrics
+from gateway.proxy.copies import CopyDeps
 from gateway.proxy.engine_http import EngineClient
 from gateway.proxy.pair_check import PairChecks
 from gateway.proxy.shadow import ShadowMirrors
@@ -37,7 +38,9 @@ class GatewayState:
     pair_checks: PairChecks = field(init=False)
 
     def __post_init__(self) -> None:
-        self.shadow = ShadowMirrors(
+        # NOTE: one cap and budget for both kinds of background copy: the load bound
+        # they put on the engines (each kind counts its own copies in flight).
+        copies = CopyDeps(
             max_inflight=self.settings.shadow_max_inflight,
             budget_s=self.settings.shadow_budget_s,
             balancer=self.balancer,
@@ -46,16 +49,8 @@ class GatewayState:
             engine=lambda: self.engine,
             background=self.background,
         )
-        # NOTE: the shadow's cap and budget: both are the background copies' load bound.
-        self.pair_checks = PairChecks(
-            max_inflight=self.settings.shadow_max_inflight,
-            budget_s=self.settings.shadow_budget_s,
-            balancer=self.balancer,
-            metrics=self.metrics,
-            aggregator=self.aggregator,
-            engine=lambda: self.engine,
-            background=self.background,
-        )
+        self.shadow = ShadowMirrors(copies)
+        self.pair_checks = PairChecks(copies)
 
     @property
     def engine(self) -> EngineClient:

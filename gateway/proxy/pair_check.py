@@ -19,16 +19,13 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from control.contract import PoolSnapshot
 from gateway.decision.decide import Decision
-from gateway.metrics import GatewayMetrics
-from gateway.proxy.engine_http import EngineClient, EngineHTTPError
+from gateway.proxy.copies import BackgroundCopier
+from gateway.proxy.engine_http import EngineHTTPError
 from gateway.proxy.upstream import engine_base
-from gateway.routing.balancer import Balancer
-from gateway.telemetry.aggregator import TelemetryAggregator
 from gateway.telemetry.pair_record import PairOutcome, PairRecord
 
 log = logging.getLogger(__name__)
@@ -91,28 +88,8 @@ def compare(spec: list[Completion], baseline: list[Completion]) -> PairOutcome:
     return PairOutcome(True, None)
 
 
-class PairChecks:
+class PairChecks(BackgroundCopier):
     """The gateway's paired checks; its collaborators are the shadow mirrors' own."""
-
-    def __init__(
-        self,
-        *,
-        max_inflight: int,
-        budget_s: float,
-        balancer: Balancer,
-        metrics: GatewayMetrics,
-        aggregator: TelemetryAggregator,
-        engine: Callable[[], EngineClient],
-        background: set["asyncio.Task[None]"],
-    ) -> None:
-        self.max_inflight = max_inflight
-        self.budget_s = budget_s
-        self.balancer = balancer
-        self.metrics = metrics
-        self.aggregator = aggregator
-        self.engine = engine
-        self.background = background
-        self.inflight = 0
 
     def maybe_check(
         self, decision: Decision, *, path: str, doc: dict[str, Any], request_id: str

@@ -15,20 +15,18 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from control.contract import Arm, TenantSpec
 from gateway.decision.decide import Decision
 from gateway.decision.reasons import DecisionReason as R
-from gateway.metrics import GatewayMetrics
-from gateway.proxy.engine_http import EngineClient, EngineHTTPError
+from gateway.proxy.copies import BackgroundCopier, CopyDeps
+from gateway.proxy.engine_http import EngineHTTPError
 from gateway.proxy.records import request_record
 from gateway.proxy.relay import RelayResult
 from gateway.proxy.sanitize import NO_SPEC, spec_stats, usage_of
 from gateway.proxy.upstream import engine_base
-from gateway.routing.balancer import Balancer, Lease
-from gateway.telemetry.aggregator import TelemetryAggregator
+from gateway.routing.balancer import Lease
 
 log = logging.getLogger(__name__)
 
@@ -39,29 +37,11 @@ def mirror_body(doc: dict[str, Any]) -> bytes:
     return json.dumps({**copy, "stream": False}, separators=(",", ":")).encode()
 
 
-class ShadowMirrors:
+class ShadowMirrors(BackgroundCopier):
     """The gateway's mirrors: it takes its collaborators, not the whole gateway state."""
 
-    def __init__(
-        self,
-        *,
-        max_inflight: int,
-        budget_s: float,
-        balancer: Balancer,
-        metrics: GatewayMetrics,
-        aggregator: TelemetryAggregator,
-        engine: Callable[[], EngineClient],
-        background: set["asyncio.Task[None]"],
-    ) -> None:
-        self.max_inflight = max_inflight
-        self.budget_s = budget_s
-        self.balancer = balancer
-        self.metrics = metrics
-        self.aggregator = aggregator
-        # The engine client is opened by the app's lifespan, after the mirrors are built.
-        self.engine = engine
-        self.background = background
-        self.inflight = 0
+    def __init__(self, deps: CopyDeps) -> None:
+        super().__init__(deps)
         self.sent = 0
         self.skipped = 0
 
