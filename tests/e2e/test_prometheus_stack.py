@@ -104,6 +104,9 @@ def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str
             "guard_dwell_seconds": 600,
             "probation_percentage": 2.0,
             "cooldown_seconds": 600,
+            # Every T=0 canary request gets its paired output-contract check, so the
+            # equal-share panel has series (at the 2 % default it had none in one CI run).
+            "contract_pair_percentage": 100.0,
         },
     )
     rollout = admin.post(
