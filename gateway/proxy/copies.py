@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.engine_http import EngineClient
-from gateway.routing.balancer import Balancer
+from gateway.proxy.upstream import engine_base
+from gateway.routing.balancer import Balancer, Lease
 from gateway.telemetry.aggregator import TelemetryAggregator
 
 
@@ -39,3 +40,26 @@ class BackgroundCopier:
         self.engine = deps.engine
         self.background = deps.background
         self.inflight = 0
+
+    async def post_copy(
+        self, lease: Lease, path: str, body: bytes, copy_id: str
+    ) -> tuple[int, bytes]:
+        """POST one copy to the leased worker within the budget: its status and body.
+
+        The worker's breaker hears a 5xx as a failure and anything else as a success
+        (a 4xx is the copy's own fault, not the arm's). TimeoutError and EngineHTTPError
+        propagate: what they mean is the caller's to record."""
+        headers = {"content-type": "application/json", "x-request-id": copy_id}
+        async with asyncio.timeout(self.budget_s):
+            response = await self.engine().post(
+                engine_base(lease.worker.endpoint_url), path, body, headers
+            )
+            try:
+                content = await response.read()
+            finally:
+                response.close()
+        if response.status >= 500:
+            lease.breaker.record_failure()
+        else:
+            lease.breaker.record_success()
+        return response.status, content

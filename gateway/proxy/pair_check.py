@@ -25,7 +25,6 @@ from control.contract import PoolSnapshot
 from gateway.decision.decide import Decision
 from gateway.proxy.copies import BackgroundCopier
 from gateway.proxy.engine_http import EngineHTTPError
-from gateway.proxy.upstream import engine_base
 from gateway.telemetry.pair_record import PairOutcome, PairRecord
 
 log = logging.getLogger(__name__)
@@ -144,22 +143,10 @@ class PairChecks(BackgroundCopier):
         lease = self.balancer.acquire(pool, set())
         if lease is None:
             return None
-        headers = {"content-type": "application/json", "x-request-id": copy_id}
         try:
-            async with asyncio.timeout(self.budget_s):
-                response = await self.engine().post(
-                    engine_base(lease.worker.endpoint_url), path, body, headers
-                )
-                try:
-                    content = await response.read()
-                finally:
-                    response.close()
-            if response.status >= 500:
-                lease.breaker.record_failure()
-                return None
-            lease.breaker.record_success()
-            if response.status >= 400:
-                return None  # the copy's own fault: nothing to compare
+            status, content = await self.post_copy(lease, path, body, copy_id)
+            if status >= 400:
+                return None  # a 5xx the breaker heard; a 4xx the copy's own fault
             return completions_of(json.loads(content))
         except TimeoutError:
             lease.breaker.release_trial()

@@ -25,7 +25,6 @@ from gateway.proxy.engine_http import EngineHTTPError
 from gateway.proxy.records import request_record
 from gateway.proxy.relay import RelayResult
 from gateway.proxy.sanitize import NO_SPEC, spec_stats, usage_of
-from gateway.proxy.upstream import engine_base
 from gateway.routing.balancer import Lease
 
 log = logging.getLogger(__name__)
@@ -101,24 +100,13 @@ class ShadowMirrors(BackgroundCopier):
             return
         result = RelayResult()
         mirror_id = f"{request_id}-shadow"
-        headers = {"content-type": "application/json", "x-request-id": mirror_id}
         try:
-            async with asyncio.timeout(self.budget_s):
-                response = await self.engine().post(
-                    engine_base(lease.worker.endpoint_url), path, body, headers
-                )
-                try:
-                    content = await response.read()
-                finally:
-                    response.close()
-            if response.status >= 500:
-                lease.breaker.record_failure()
-                result.outcome, result.http_status = "error", response.status
-            elif response.status >= 400:
-                lease.breaker.record_success()  # the copy's own fault, not the arm's
-                result.outcome, result.http_status = "client_error", response.status
+            status, content = await self.post_copy(lease, path, body, mirror_id)
+            if status >= 500:
+                result.outcome, result.http_status = "error", status
+            elif status >= 400:
+                result.outcome, result.http_status = "client_error", status
             else:
-                lease.breaker.record_success()
                 doc = json.loads(content)
                 result.usage = usage_of(doc)
                 result.spec = spec_stats(doc) or NO_SPEC
