@@ -16,8 +16,15 @@ from control.automation.app import create_celery_app
 from control.settings import ControlSettings
 
 app = create_celery_app(ControlSettings(), queue=os.environ["SPECROUTE_TEST_QUEUE"])
-# A message not acknowledged within this many seconds is delivered again.
-app.conf.broker_transport_options = {"visibility_timeout": 3}
+# A message not acknowledged within this many seconds is delivered again. kombu scans
+# for such messages when a worker starts and then every interval x throttle seconds
+# (10 x 10 by default): a survivor that starts within 3 s of the delivery would wait
+# ~100 s for its next scan, so it scans every second here.
+app.conf.broker_transport_options = {
+    "visibility_timeout": 3,
+    "unacked_restore_interval": 1,
+    "unacked_restore_throttle": 1,
+}
 
 
 def _die(**_: Any) -> None:

@@ -71,8 +71,9 @@ def test_a_worker_killed_before_the_ack_changes_nothing_on_redelivery(
 
     survivor = _worker(env, log)
     try:
-        # Redelivered after the visibility timeout (3 s) to the surviving worker.
-        second = sender.AsyncResult(task_id).get(timeout=120, interval=0.2)
+        # Redelivered after the visibility timeout (3 s) to the surviving worker, which
+        # scans for unacknowledged messages every second (killed_worker_app).
+        second = sender.AsyncResult(task_id).get(timeout=60, interval=0.2)
     finally:
         survivor.terminate()
         survivor.wait(timeout=30)
