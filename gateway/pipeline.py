@@ -175,8 +175,9 @@ def _override(request: Request) -> Override | None:
 
 
 def decide_arm(state: GatewayState, arrival: Arrival) -> Decision:
-    """The pure decision on the current snapshot: segment, rollout, cohort, arm."""
-    return decide(
+    """The pure decision on the current snapshot: segment, rollout, cohort, arm; then,
+    on a rollout with a depth ladder, the rung for the spec arm's current load."""
+    decision = decide(
         DecisionInput(
             snapshot=arrival.snapshot,
             snapshot_age_s=state.store.age_s(),
@@ -188,6 +189,7 @@ def decide_arm(state: GatewayState, arrival: Arrival) -> Decision:
             request_id=arrival.request_id,
         )
     )
+    return state.depth.route(decision, arrival.snapshot)
 
 
 def account(state: GatewayState, arrival: Arrival, decision: Decision) -> Accounting:

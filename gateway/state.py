@@ -13,6 +13,7 @@ from gateway.proxy.pair_check import PairChecks
 from gateway.proxy.shadow import ShadowMirrors
 from gateway.quota.limiter import QuotaLimiter
 from gateway.routing.balancer import Balancer
+from gateway.routing.depth import DepthRouter
 from gateway.settings import GatewaySettings
 from gateway.snapshot.store import SnapshotStore
 from gateway.telemetry.aggregator import TelemetryAggregator
@@ -36,6 +37,8 @@ class GatewayState:
     background: set[asyncio.Task[None]] = field(default_factory=set)
     shadow: ShadowMirrors = field(init=False)
     pair_checks: PairChecks = field(init=False)
+    # Depth by load: each rollout's depth-ladder rung, on the balancer's counts.
+    depth: DepthRouter = field(init=False)
 
     def __post_init__(self) -> None:
         # NOTE: one cap and budget for both kinds of background copy: the load bound
@@ -51,6 +54,7 @@ class GatewayState:
         )
         self.shadow = ShadowMirrors(copies)
         self.pair_checks = PairChecks(copies)
+        self.depth = DepthRouter(self.balancer)
 
     @property
     def engine(self) -> EngineClient:

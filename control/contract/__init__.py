@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     )
     from control.contract.snapshot import (
         EXPOSING_STATES,
+        DepthLadder,
+        DepthRung,
         PairCapabilities,
         PairVersionSpec,
         PolicySnapshot,
@@ -101,6 +103,8 @@ _WHERE = {
     "NOT_ROUTED": "control.contract.requests",
     "OVERFLOW_LABEL": "control.contract.slo",
     "Outcome": "control.contract.requests",
+    "DepthLadder": "control.contract.snapshot",
+    "DepthRung": "control.contract.snapshot",
     "PairCapabilities": "control.contract.snapshot",
     "PairVersionSpec": "control.contract.snapshot",
     "PolicySnapshot": "control.contract.snapshot",
@@ -161,6 +165,8 @@ __all__ = [
     "SNAPSHOT_CHANNEL",
     "UNSEGMENTED_LABEL",
     "Arm",
+    "DepthLadder",
+    "DepthRung",
     "EngineTelemetry",
     "ErrorBody",
     "ErrorDetail",

@@ -129,6 +129,40 @@ class SegmentSpec(BaseModel):
     selector: SegmentSelector
 
 
+class DepthRung(BaseModel):
+    pool_id: int = Field(description="A spec pool serving a sibling of the rollout's pair.")
+    num_speculative_tokens: int = Field(ge=1, description="Its pair version's k.")
+    max_load: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Per-worker load (requests in flight) up to which this rung is the best "
+        "depth, from the break-even measurement; None on the last rung (no bound).",
+    )
+
+
+class DepthLadder(BaseModel):
+    """Pools whose pair versions differ only in k, deepest first: the gateway sends a
+    spec-arm request to the rung that is best at the arm's current per-worker load."""
+
+    rungs: list[DepthRung] = Field(min_length=2)
+    hysteresis: float = Field(
+        default=0.5,
+        ge=0.0,
+        description="Load margin: leave a rung for a shallower one only above max_load + "
+        "hysteresis, come back only at or below max_load - hysteresis.",
+    )
+    min_dwell_s: float = Field(
+        default=5.0, ge=0.0, description="No switch sooner than this after the last one."
+    )
+    acceptance_reset: float = Field(
+        default=0.15,
+        gt=0.0,
+        le=1.0,
+        description="A change of the first draft position's acceptance rate (EWMA) by more "
+        "than this since the last reset sends the ladder back to the rollout's own pool.",
+    )
+
+
 class RolloutSpec(BaseModel):
     id: int
     segment_id: int
@@ -151,6 +185,12 @@ class RolloutSpec(BaseModel):
         le=100.0,
         description="Share of the rollout's greedy (T=0) requests that get a paired output "
         "check: the same request run on both arms in the background, tokens compared.",
+    )
+
+    depth_ladder: DepthLadder | None = Field(
+        default=None,
+        description="Spec pools at other depths the spec arm may use by load; None: only "
+        "spec_pool_id.",
     )
 
     @property

@@ -59,6 +59,9 @@ class Accounting:
         )
         self.state.aggregator.record(rec)
         self.state.metrics.observe_request(rec)
+        ladder = d.rollout.depth_ladder if d.rollout is not None else None
+        if ladder is not None and d.rollout and rec.drafts > 0 and rec.accepted_per_position:
+            self.state.depth.observe(d.rollout.id, rec.drafts, rec.accepted_per_position[0])
         cost = self._cost(result, rec)
         if self.reservation is not None or cost > 0:
             # NOTE: charged in the background: this may run while the client's

@@ -1,0 +1,100 @@
+"""Depth by load: which rung of a rollout's depth ladder serves the next spec request.
+
+Pure rules, no clock and no I/O; `gateway.routing.depth` keeps the state per rollout
+and feeds them the balancer's outstanding counts.
+
+A rung's load is the per-worker load it would carry serving the whole spec arm: the
+arm's requests in flight (on every rung's pool) / the rung pool's usable workers.
+Counting the arm's requests on every rung keeps the signal continuous across a switch
+(the old rung's requests still in flight count until they finish), so a switch does
+not by itself undo the condition that caused it.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from control.contract import DepthLadder
+
+UNUSABLE = math.inf  # the load of a rung whose pool has no usable worker
+
+
+def rung_loads(in_flight: int, usable_workers: Sequence[int]) -> list[float]:
+    """Each rung's per-worker load if it served the arm's `in_flight` requests."""
+    return [in_flight / n if n > 0 else UNUSABLE for n in usable_workers]
+
+
+def _bound(ladder: DepthLadder, i: int) -> float:
+    bound = ladder.rungs[i].max_load
+    return math.inf if bound is None else bound
+
+
+def next_rung(
+    ladder: DepthLadder, loads: Sequence[float], current: int, since_switch_s: float
+) -> int:
+    """The rung for the next request, from `current`, `since_switch_s` after the last switch.
+
+    - A rung may be kept, or entered from a deeper one, while its load is at most its
+      max_load + hysteresis; it is entered from a shallower one only at or below
+      max_load - hysteresis. Going away and back thus needs the load to move by more
+      than twice the hysteresis.
+    - No switch within min_dwell_s of the last one, unless the current rung has no
+      usable worker (then the best usable rung, dwell or not).
+    - Deeper is preferred: the deepest rung that qualifies wins.
+    """
+    h = ladder.hysteresis
+    n = len(ladder.rungs)
+    if loads[current] == UNUSABLE:
+        usable = [i for i in range(n) if loads[i] != UNUSABLE]
+        if not usable:
+            return current
+        fitting = [i for i in usable if loads[i] <= _bound(ladder, i)]
+        return fitting[0] if fitting else usable[-1]
+    if since_switch_s < ladder.min_dwell_s:
+        return current
+    for i in range(current):
+        if loads[i] <= _bound(ladder, i) - h:
+            return i
+    if loads[current] <= _bound(ladder, current) + h:
+        return current
+    for i in range(current + 1, n):
+        if loads[i] <= _bound(ladder, i) + h:
+            return i
+    return current
+
+
+@dataclass(slots=True)
+class AcceptanceWatch:
+    """The first draft position's acceptance rate, smoothed per request (EWMA), against
+    the level it had at the last reset. Position 1 is drafted at every depth, so its
+    rate does not move when the ladder changes rung; a sharp move says the traffic or the
+    draft changed, and the load thresholds measured at the old rate no longer hold."""
+
+    threshold: float
+    alpha: float = 0.05
+    warmup: int = 20  # requests averaged (plain mean) before the reference is set
+    ewma: float | None = None
+    reference: float | None = None
+    seen: int = 0
+
+    def observe(self, rate: float) -> bool:
+        """Take one request's rate; True when it moved the EWMA more than `threshold`
+        from the reference (which is then measured again, over another warmup)."""
+        self.seen += 1
+        if self.ewma is None:
+            self.ewma = rate
+        elif self.seen <= self.warmup:
+            self.ewma += (rate - self.ewma) / self.seen
+        else:
+            self.ewma += self.alpha * (rate - self.ewma)
+        if self.seen < self.warmup:
+            return False
+        if self.reference is None:
+            self.reference = self.ewma
+            return False
+        if abs(self.ewma - self.reference) > self.threshold:
+            # NOTE: measured afresh (another warmup): the EWMA is still on its way to the
+            # new level, and a reference taken on the way would fire again on arrival.
+            self.ewma, self.reference, self.seen = None, None, 0
+            return True
+        return False

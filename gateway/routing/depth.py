@@ -1,0 +1,135 @@
+"""Per-rollout state of the depth ladder: the rung in use, when it was chosen, and the
+acceptance watch; the load comes from the balancer's outstanding counts (this
+gateway process's requests in flight, the same counts it balances on)."""
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from control.contract import Arm, DepthLadder, PolicySnapshot, PoolSnapshot
+from gateway.decision.decide import Decision
+from gateway.decision.depth import AcceptanceWatch, next_rung, rung_loads
+from gateway.decision.reasons import DecisionReason as R
+from gateway.routing.balancer import Balancer
+
+SwitchHook = Callable[[int, int, int], None]  # rollout id, from k, to k
+
+
+@dataclass(slots=True)
+class LadderState:
+    ladder: DepthLadder
+    default: int  # the rung of the rollout's own spec pool
+    rung: int
+    switched_at: float
+    watch: AcceptanceWatch
+    switches: int = 0
+    resets: int = 0
+    history: list[tuple[float, int]] = field(default_factory=list)  # (when, k) per switch
+
+
+class DepthRouter:
+    def __init__(
+        self,
+        balancer: Balancer,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        on_switch: SwitchHook | None = None,
+    ) -> None:
+        self._balancer = balancer
+        self._clock = clock
+        self._on_switch = on_switch
+        self._states: dict[int, LadderState] = {}
+
+    def state(self, rollout_id: int) -> LadderState | None:
+        return self._states.get(rollout_id)
+
+    def route(self, decision: Decision, snapshot: PolicySnapshot) -> Decision:
+        """`decision` on the ladder's rung for the current load, when it sends the request
+        to its rollout's own spec pool and the rollout has a ladder; else unchanged."""
+        rollout = decision.rollout
+        if (
+            rollout is None
+            or rollout.depth_ladder is None
+            or decision.arm is not Arm.SPEC
+            or decision.reason is R.POOL_UNAVAILABLE
+            or decision.pool.id != rollout.spec_pool_id
+        ):
+            return decision
+        ladder = rollout.depth_ladder
+        pools = [self._rung_pool(snapshot, decision, r.pool_id) for r in ladder.rungs]
+        state = self._state(rollout.id, rollout.spec_pool_id, ladder)
+        if state is None:
+            return decision
+        outstanding = self._balancer.outstanding
+        in_flight = sum(outstanding(w.id) for p in pools if p is not None for w in p.workers)
+        usable = [len(p.healthy_workers()) if p is not None else 0 for p in pools]
+        now = self._clock()
+        chosen = next_rung(
+            ladder, rung_loads(in_flight, usable), state.rung, now - state.switched_at
+        )
+        if chosen != state.rung:
+            self._switch(rollout.id, state, chosen, now)
+        pool = pools[state.rung]
+        if pool is None or pool.id == decision.pool.id:
+            return decision
+        pair = next((v for v in snapshot.pair_versions if v.id == pool.pair_version_id), None)
+        if pair is None:
+            return decision
+        return replace(decision, pool=pool, pair=pair)
+
+    def observe(self, rollout_id: int, drafts: int, first_position_accepted: int) -> None:
+        """One finished spec request's draft steps and how many of them had their first
+        drafted token accepted; a sharp change resets the ladder to its default rung."""
+        state = self._states.get(rollout_id)
+        if state is None or drafts <= 0:
+            return
+        if state.watch.observe(first_position_accepted / drafts):
+            state.resets += 1
+            if state.rung != state.default:
+                self._switch(rollout_id, state, state.default, self._clock())
+            else:
+                state.switched_at = self._clock()
+
+    def _state(self, rollout_id: int, spec_pool_id: int, ladder: DepthLadder) -> LadderState | None:
+        """The rollout's state; a new one (on the default rung) when its ladder changed."""
+        state = self._states.get(rollout_id)
+        if state is not None and state.ladder == ladder:
+            return state
+        spec_pool = next((i for i, r in enumerate(ladder.rungs) if r.pool_id == spec_pool_id), None)
+        if spec_pool is None:
+            return None
+        state = LadderState(
+            ladder=ladder,
+            default=spec_pool,
+            rung=spec_pool,
+            # the first request picks by load at once
+            switched_at=-math.inf,
+            watch=AcceptanceWatch(threshold=ladder.acceptance_reset),
+        )
+        self._states[rollout_id] = state
+        return state
+
+    def _switch(self, rollout_id: int, state: LadderState, to: int, now: float) -> None:
+        was = state.ladder.rungs[state.rung].num_speculative_tokens
+        state.rung, state.switched_at = to, now
+        state.switches += 1
+        k = state.ladder.rungs[to].num_speculative_tokens
+        state.history.append((now, k))
+        if self._on_switch is not None:
+            self._on_switch(rollout_id, was, k)
+
+    @staticmethod
+    def _rung_pool(
+        snapshot: PolicySnapshot, decision: Decision, pool_id: int
+    ) -> PoolSnapshot | None:
+        """The rung's pool, if it serves what the request asked for (model and adapter)."""
+        for p in snapshot.pools:
+            if p.id != pool_id or p.pair_version_id is None:
+                continue
+            if p.served_model_name != decision.pool.served_model_name:
+                return None
+            if decision.adapter is not None and decision.adapter not in p.adapters:
+                return None
+            return p
+        return None

@@ -1,0 +1,239 @@
+"""Depth by load: the pure rung rule, the acceptance reset, and the router on a real
+balancer's outstanding counts."""
+
+import itertools
+import math
+import random
+
+import pytest
+
+from control.contract import (
+    Arm,
+    DepthLadder,
+    DepthRung,
+    PolicySnapshot,
+    PoolSnapshot,
+    WorkerSpec,
+)
+from gateway.decision.decide import Decision, DecisionInput, decide
+from gateway.decision.depth import AcceptanceWatch, next_rung, rung_loads
+from gateway.decision.features import request_features
+from gateway.decision.reasons import DecisionReason as R
+from gateway.proxy.schemas import ChatCompletionBody
+from gateway.routing.balancer import Balancer, Lease
+from gateway.routing.depth import DepthRouter
+from tests.gateway.policy import PAIR_ID, SPEC_POOL, make_snapshot
+
+K5_POOL, K2_POOL = 4, 5
+
+
+def _ladder(hysteresis: float = 0.5, dwell: float = 0.0) -> DepthLadder:
+    return DepthLadder(
+        rungs=[
+            DepthRung(pool_id=K5_POOL, num_speculative_tokens=5, max_load=2.0),
+            DepthRung(pool_id=SPEC_POOL, num_speculative_tokens=3, max_load=6.0),
+            DepthRung(pool_id=K2_POOL, num_speculative_tokens=2),
+        ],
+        hysteresis=hysteresis,
+        min_dwell_s=dwell,
+    )
+
+
+def _walk(ladder: DepthLadder, loads: list[float], start: int = 1, dt: float = 1.0) -> list[int]:
+    """The rung after each load of the sequence (equal workers on every rung)."""
+    rung, since, out = start, 1e9, []
+    for load in loads:
+        nxt = next_rung(ladder, [load] * 3, rung, since)
+        since = dt if nxt != rung else since + dt
+        rung = nxt
+        out.append(rung)
+    return out
+
+
+def test_rung_loads_divide_the_arm_by_each_pools_workers() -> None:
+    assert rung_loads(6, [2, 3, 0]) == [3.0, 2.0, math.inf]
+
+
+def test_the_rung_follows_the_load_up_and_down() -> None:
+    rungs = _walk(_ladder(), [0.5, 1.0, 3.0, 5.0, 7.0, 9.0, 5.0, 3.0, 1.0, 0.2])
+    ks = [_ladder().rungs[i].num_speculative_tokens for i in rungs]
+    assert ks == [5, 5, 3, 3, 2, 2, 3, 3, 5, 5]
+
+
+def test_hysteresis_keeps_the_rung_inside_the_band() -> None:
+    ladder = _ladder(hysteresis=0.5)
+    # on k=5 (max 2): kept up to 2.5, left above it
+    assert next_rung(ladder, [2.5] * 3, 0, 10.0) == 0
+    assert next_rung(ladder, [2.6] * 3, 0, 10.0) == 1
+    # on k=3: back to k=5 only at or below 1.5
+    assert next_rung(ladder, [1.6] * 3, 1, 10.0) == 1
+    assert next_rung(ladder, [1.5] * 3, 1, 10.0) == 0
+
+
+def test_never_flaps_around_a_threshold() -> None:
+    rng = random.Random(7)
+    # the load wanders +-0.45 around k=5's bound of 2.0 for 10,000 steps
+    loads = [2.0 + rng.uniform(-0.45, 0.45) for _ in range(10_000)]
+    for start in (0, 1):
+        rungs = _walk(_ladder(hysteresis=0.5), loads, start=start)
+        assert len(set(rungs)) == 1, "a load inside the band never switches"
+    # without hysteresis the same sequence switches thousands of times
+    flat = _walk(_ladder(hysteresis=0.0), loads, start=0)
+    assert sum(a != b for a, b in itertools.pairwise(flat)) > 1000
+
+
+def test_switches_are_bounded_by_the_dwell() -> None:
+    ladder = _ladder(hysteresis=0.0, dwell=5.0)
+    loads = [1.0 if i % 2 else 3.0 for i in range(1000)]  # a square wave every step
+    rungs = _walk(ladder, loads, start=0, dt=1.0)
+    switches = sum(a != b for a, b in itertools.pairwise(rungs))
+    assert 0 < switches <= 1000 // 5
+
+
+def test_a_rung_without_workers_is_left_at_once() -> None:
+    ladder = _ladder(dwell=60.0)
+    # k=3's pool lost its workers 1 s after a switch: the best usable rung, dwell or not
+    assert next_rung(ladder, [4.0, math.inf, 4.0], 1, 1.0) == 2
+    assert next_rung(ladder, [1.0, math.inf, 1.0], 1, 1.0) == 0
+    assert next_rung(ladder, [math.inf] * 3, 1, 1.0) == 1
+
+
+def test_acceptance_watch_resets_on_a_sharp_change_only() -> None:
+    watch = AcceptanceWatch(threshold=0.15)
+    rng = random.Random(3)
+    assert not any(watch.observe(0.8 + rng.uniform(-0.1, 0.1)) for _ in range(2000))
+    assert watch.reference is not None and abs(watch.reference - 0.8) < 0.05
+    fired = [watch.observe(0.4) for _ in range(200)]
+    assert sum(fired) == 1, "one reset, then the new level is measured"
+    assert watch.reference == pytest.approx(0.4)
+
+
+# --- the router, on a real balancer ---------------------------------------------------
+
+
+def _worker(pool_id: int, i: int) -> WorkerSpec:
+    return WorkerSpec(
+        id=f"p{pool_id}-w{i}", pool_id=pool_id, endpoint_url=f"http://w{pool_id}{i}", healthy=True
+    )
+
+
+def _snapshot(ladder: DepthLadder | None, *, k2_workers: int = 2) -> PolicySnapshot:
+    snap = make_snapshot(spec_urls=["http://s0", "http://s1"], baseline_urls=["http://b0"])
+    base_pair = next(v for v in snap.pair_versions if v.id == PAIR_ID)
+    pools = list(snap.pools)
+    pairs = list(snap.pair_versions)
+    for pool_id, pair_id, k, n in ((K5_POOL, 20, 5, 2), (K2_POOL, 21, 2, k2_workers)):
+        pairs.append(
+            base_pair.model_copy(
+                update={"id": pair_id, "num_speculative_tokens": k, "label": f"tiny-k{k}"}
+            )
+        )
+        pools.append(
+            PoolSnapshot(
+                id=pool_id,
+                name=f"tiny-k{k}",
+                served_model_name=pools[0].served_model_name,
+                target_ref=pools[0].target_ref,
+                pair_version_id=pair_id,
+                workers=[_worker(pool_id, i) for i in range(n)],
+            )
+        )
+    rollouts = [r.model_copy(update={"depth_ladder": ladder}) for r in snap.rollouts]
+    return snap.model_copy(update={"pools": pools, "pair_versions": pairs, "rollouts": rollouts})
+
+
+def _decision(snap: PolicySnapshot) -> Decision:
+    body = ChatCompletionBody.model_validate(
+        {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    return decide(
+        DecisionInput(
+            snapshot=snap,
+            snapshot_age_s=0.0,
+            tenant=snap.tenants[0],
+            features=request_features(body, tenant=snap.tenants[0].name, task=None),
+            body=body,
+            cohort_key="user-1",
+        )
+    )
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_router_moves_the_spec_arm_by_the_balancers_outstanding_counts() -> None:
+    balancer = Balancer(breaker_threshold=5, breaker_cooldown_s=30.0)
+    clock = _Clock()
+    router = DepthRouter(balancer, clock=clock)
+    snap = _snapshot(_ladder(hysteresis=0.5, dwell=1.0))
+    first = _decision(snap)
+    assert first.arm is Arm.SPEC and first.pool.id == SPEC_POOL
+    leases: list[Lease] = []
+
+    def send() -> Decision:
+        d = router.route(_decision(snap), snap)
+        lease = balancer.acquire(d.pool, set())
+        assert lease is not None
+        leases.append(lease)
+        return d
+
+    clock.t = 10.0
+    # idle: the first request goes to k=5 (0 in flight / 2 workers)
+    d = send()
+    assert d.pool.id == K5_POOL and d.pair is not None and d.pair.num_speculative_tokens == 5
+    assert d.header().startswith("arm=spec; pair=tiny-k5; k=5;")
+    assert d.reason is R.ROLLOUT_FULL and d.fallback is not None and d.fallback.is_baseline
+    for _ in range(4):
+        assert send().pool.id == K5_POOL  # 1..4 in flight: load <= 2.5, dwell or not
+    clock.t = 12.0
+    assert send().pool.id == K5_POOL  # 5 in flight / 2 = 2.5: still in the band
+    assert send().pool.id == SPEC_POOL  # 6 / 2 = 3 > 2.5: to k=3
+    state = router.state(first.rollout.id if first.rollout else 0)
+    assert state is not None and state.switches == 2  # 3 -> 5 at first, then 5 -> 3
+    # the requests drain; back to k=5 only at or below 1.5 and after the dwell
+    while len(leases) > 3:
+        leases.pop().release()
+    assert send().pool.id == SPEC_POOL  # within the dwell (same instant)
+    clock.t = 14.0
+    leases.pop().release()
+    leases.pop().release()  # 2 in flight: 1.0 per worker
+    assert send().pool.id == K5_POOL
+
+
+def test_router_leaves_other_decisions_alone() -> None:
+    balancer = Balancer(breaker_threshold=5, breaker_cooldown_s=30.0)
+    router = DepthRouter(balancer)
+    no_ladder = _snapshot(None)
+    d = _decision(no_ladder)
+    assert router.route(d, no_ladder) is d
+    snap = _snapshot(_ladder())
+    baseline = _decision(snap)
+    as_baseline = baseline.fall_back()
+    assert as_baseline.arm is Arm.BASELINE
+    assert router.route(as_baseline, snap) is as_baseline
+
+
+def test_router_resets_to_the_rollouts_pool_when_acceptance_moves() -> None:
+    balancer = Balancer(breaker_threshold=5, breaker_cooldown_s=30.0)
+    clock = _Clock()
+    router = DepthRouter(balancer, clock=clock)
+    snap = _snapshot(_ladder(dwell=5.0))
+    clock.t = 100.0
+    d = router.route(_decision(snap), snap)
+    assert d.pool.id == K5_POOL
+    rollout_id = d.rollout.id if d.rollout else 0
+    for _ in range(100):
+        router.observe(rollout_id, drafts=10, first_position_accepted=8)
+    state = router.state(rollout_id)
+    assert state is not None and state.resets == 0
+    for _ in range(100):
+        router.observe(rollout_id, drafts=10, first_position_accepted=3)
+    assert state.resets == 1
+    assert router.route(_decision(snap), snap).pool.id == SPEC_POOL  # the default rung
+    clock.t = 106.0  # past the dwell: the load picks again
+    assert router.route(_decision(snap), snap).pool.id == K5_POOL
