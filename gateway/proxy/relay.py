@@ -82,10 +82,55 @@ def _parse(payload: bytes) -> Any:
 # A token chunk's top-level keys: no error, usage or metrics to read, nothing to strip.
 _TOKEN_CHUNK_KEYS = _TOP_LEVEL - {"usage"}
 
+_RAW_NULL = msgspec.Raw(b"null")
+
+
+class _TokenChoice(msgspec.Struct, forbid_unknown_fields=True):
+    """One choice of a token chunk: only `_CHOICE` keys (the rest are never read)."""
+
+    index: msgspec.Raw = _RAW_NULL
+    delta: Any = None
+    message: msgspec.Raw = _RAW_NULL
+    text: Any = None
+    logprobs: msgspec.Raw = _RAW_NULL
+    finish_reason: msgspec.Raw = _RAW_NULL
+
+
+class _TokenChunk(msgspec.Struct, forbid_unknown_fields=True):
+    """A token chunk: `_TOKEN_CHUNK_KEYS` only, `choices` a list of `_TokenChoice`."""
+
+    choices: list[_TokenChoice]
+    id: msgspec.Raw = _RAW_NULL
+    object: msgspec.Raw = _RAW_NULL
+    created: msgspec.Raw = _RAW_NULL
+    model: msgspec.Raw = _RAW_NULL
+    system_fingerprint: msgspec.Raw = _RAW_NULL
+    service_tier: msgspec.Raw = _RAW_NULL
+
+
+assert set(_TokenChunk.__struct_fields__) == _TOKEN_CHUNK_KEYS
+assert set(_TokenChoice.__struct_fields__) == _CHOICE
+_token_chunk = msgspec.json.Decoder(_TokenChunk).decode
+
 
 def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> bytes | None:
     """Client-facing frame for one engine event, or None to swallow it."""
     if payload == DONE:
+        return frame(payload)
+    try:
+        # NOTE: the common case, a token chunk, checked in C: the shape the dict path
+        # below accepts as one (known keys only, choices a list of objects), with the
+        # fields never read left undecoded. Anything else (NaN included) goes below.
+        chunk = _token_chunk(payload)
+    except msgspec.DecodeError:  # ValidationError is one
+        pass
+    else:
+        tokens = 0
+        for choice in chunk.choices:
+            delta = choice.delta
+            if delta.get("content") if type(delta) is dict else choice.text:
+                tokens += 1
+        result.streamed_tokens += tokens
         return frame(payload)
     try:
         doc = _parse(payload)
