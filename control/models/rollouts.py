@@ -1,6 +1,7 @@
 """Rollouts: a segment bound to a pair version and a baseline, with stages."""
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, Float, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -47,6 +48,8 @@ class Rollout(Base):
     inconclusive_rounds: Mapped[int] = mapped_column(default=0)
     disable_count: Mapped[int] = mapped_column(default=0)
     disabled_reason: Mapped[str | None] = mapped_column(String(100))
+    # A control.contract.DepthLadder document (validated when set); None: no ladder.
+    depth_ladder: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

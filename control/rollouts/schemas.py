@@ -33,11 +33,45 @@ class RolloutCreate(BaseModel):
     _stages = field_validator("stages")(_check_stages)
 
 
+class DepthRungIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pool_id: DbId
+    max_load: float | None = Field(default=None, gt=0.0, le=10_000.0)
+
+
+class DepthLadderIn(BaseModel):
+    """Spec pools deepest first; each rung's max_load (per-worker requests in flight)
+    above the previous one's; the last rung has none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rungs: list[DepthRungIn] = Field(min_length=2, max_length=8)
+    hysteresis: float = Field(default=0.5, ge=0.0, le=1000.0)
+    min_dwell_s: float = Field(default=5.0, ge=0.0, le=3600.0)
+    acceptance_reset: float = Field(default=0.15, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        bounds = [r.max_load for r in self.rungs]
+        if bounds[-1] is not None or any(b is None for b in bounds[:-1]):
+            raise ValueError("every rung but the last has a max_load; the last has none")
+        inner = [b for b in bounds[:-1] if b is not None]
+        if inner != sorted(set(inner)):
+            raise ValueError("max_load must increase strictly along the rungs")
+        if len({r.pool_id for r in self.rungs}) != len(self.rungs):
+            raise ValueError("each pool appears once")
+        return self
+
+
 class RolloutUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     stages: list[float] | None = Field(default=None, min_length=1, max_length=20)
     threshold_set_id: DbId | None = None
+    depth_ladder: DepthLadderIn | None = Field(
+        default=None, description="Set the depth ladder; an explicit null removes it."
+    )
 
     @field_validator("stages")
     @classmethod
@@ -83,6 +117,7 @@ class Rollout(BaseModel):
     state_entered_at: datetime
     disable_count: int
     disabled_reason: str | None
+    depth_ladder: dict[str, Any] | None = None
     created_at: datetime
     updated_at: datetime
     allowed_actions: list[RolloutAction] = Field(default_factory=list)

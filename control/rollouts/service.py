@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
-from control.contract import EXPOSING_STATES, RolloutState
+from control.contract import EXPOSING_STATES, DepthLadder, DepthRung, RolloutState
 from control.decisions.record import render_manual
 from control.domain import NameTaken, found, record_change
 from control.errors import Conflict, InvalidRequest, stale_version
@@ -22,7 +22,7 @@ from control.repository import delete_row, get_row
 from control.rollouts import repository as repo
 from control.rollouts.blocking import blocked
 from control.rollouts.gates import GateResult, StageGate, offline_gate
-from control.rollouts.schemas import RolloutCreate, RolloutUpdate
+from control.rollouts.schemas import DepthLadderIn, RolloutCreate, RolloutUpdate
 from control.rollouts.state_machine import (
     BEFORE_SHADOW,
     IllegalTransition,
@@ -97,6 +97,7 @@ def rollout_state(r: Rollout) -> dict[str, Any]:
         "paused_from": r.paused_from,
         "stages": r.stages,
         "threshold_set_id": r.threshold_set_id,
+        "depth_ladder": r.depth_ladder,
         "version": r.version,
     }
 
@@ -178,6 +179,9 @@ def update_rollout(
     if body.threshold_set_id is not None:
         _require(session, ThresholdSet, body.threshold_set_id, "threshold_set_id")
         values["threshold_set_id"] = body.threshold_set_id
+    if "depth_ladder" in body.model_fields_set:
+        ladder = body.depth_ladder
+        values["depth_ladder"] = None if ladder is None else _depth_ladder(session, rollout, ladder)
     if not repo.compare_and_set(session, rollout_id, expected_version, values):
         session.refresh(rollout)
         raise stale_version("rollout", rollout.id, rollout.version, expected_version)
@@ -192,6 +196,75 @@ def update_rollout(
         after=rollout_state(rollout),
     )
     return rollout
+
+
+# The fields of sibling pair versions that must be equal on a depth ladder: everything
+# but the depth (and the version's own id, label and number).
+LADDER_SAME = (
+    "method",
+    "target_ref",
+    "draft_ref",
+    "draft_sample_method",
+    "adapter_id",
+    "engine_version",
+    "capabilities",
+)
+
+
+def _depth_ladder(session: Session, rollout: Rollout, body: DepthLadderIn) -> dict[str, Any]:
+    """The ladder as the snapshot carries it, each rung's k from its pool's pair version;
+    422 `depth_ladder_invalid` naming the rung and the field when the pools do not serve
+    siblings that differ only in k, deepest first, including the rollout's own pool."""
+    own: PairVersion = rollout.pair_version
+    spec: Pool = rollout.spec_pool
+    rungs: list[dict[str, Any]] = []
+    for i, rung in enumerate(body.rungs):
+        param = f"depth_ladder.rungs[{i}].pool_id"
+        pool: Pool = _require(session, Pool, rung.pool_id, param)
+        if pool.pair_version_id is None:
+            raise LadderInvalid(f"pool {pool.name!r} is a baseline pool", details={"param": param})
+        version = session.get(PairVersion, pool.pair_version_id)
+        assert version is not None
+        differs = [f for f in LADDER_SAME if getattr(version, f) != getattr(own, f)]
+        if pool.served_model_name != spec.served_model_name or pool.target_ref != spec.target_ref:
+            differs.insert(0, "served_model_name/target_ref")
+        if differs:
+            raise LadderInvalid(
+                f"pool {pool.name!r} serves pair version {version.id}, which differs from the "
+                f"rollout's pair version {own.id} in more than k: {', '.join(differs)}",
+                details={"param": param, "fields": differs},
+            )
+        if version.status != "active":
+            raise LadderInvalid(f"pair version {version.id} is retired", details={"param": param})
+        rungs.append(
+            {
+                "pool_id": pool.id,
+                "num_speculative_tokens": version.num_speculative_tokens,
+                "max_load": rung.max_load,
+            }
+        )
+    ks = [r["num_speculative_tokens"] for r in rungs]
+    if ks != sorted(set(ks), reverse=True):
+        raise LadderInvalid(
+            f"the rungs' depths must decrease strictly (deepest first); got k = {ks}",
+            details={"param": "depth_ladder.rungs", "k": ks},
+        )
+    if all(r["pool_id"] != rollout.spec_pool_id for r in rungs):
+        raise LadderInvalid(
+            f"the ladder must include the rollout's spec pool {rollout.spec_pool_id}",
+            details={"param": "depth_ladder.rungs"},
+        )
+    ladder = DepthLadder(
+        rungs=[DepthRung.model_validate(r) for r in rungs],
+        hysteresis=body.hysteresis,
+        min_dwell_s=body.min_dwell_s,
+        acceptance_reset=body.acceptance_reset,
+    )
+    return ladder.model_dump()
+
+
+class LadderInvalid(InvalidRequest):
+    code = "depth_ladder_invalid"
 
 
 def transition_rollout(

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from control.contract import (
     EXPOSING_STATES,
+    DepthLadder,
     PairCapabilities,
     PairVersionSpec,
     PolicySnapshot,
@@ -129,6 +130,9 @@ def rollout_spec(rollout: Rollout) -> RolloutSpec:
         ),
         cohort_salt=rollout.cohort_salt,
         version=rollout.version,
+        depth_ladder=(
+            DepthLadder.model_validate(rollout.depth_ladder) if rollout.depth_ladder else None
+        ),
         contract_percentage=(
             rollout.threshold_set.contract_pair_percentage
             if rollout.state == RolloutState.SHADOW.value

@@ -62,6 +62,7 @@ def test_snapshot_compiles_every_part_of_the_live_state(
         "cohort_salt": "salt-123",
         "version": 4,
         "contract_percentage": 2.0,  # the threshold set's paired-check share, while exposed
+        "depth_ladder": None,  # none set
     }
 
     (pv,) = snap.pair_versions

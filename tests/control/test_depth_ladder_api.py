@@ -1,0 +1,141 @@
+"""PATCH /admin/v1/rollouts/{id} depth_ladder: validation, storage, and the snapshot."""
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from control.contract import PolicySnapshot
+from tests.control.conftest import created
+
+
+def _sibling_pool(
+    client: TestClient,
+    headers: dict[str, str],
+    seeded: dict[str, Any],
+    *,
+    k: int,
+    draft_sample_method: str = "greedy",
+    name: str | None = None,
+) -> dict[str, Any]:
+    own = seeded["version"]
+    version = created(
+        client.post(
+            f"/admin/v1/pairs/{seeded['pair']['id']}/versions",
+            json={
+                "method": own["method"],
+                "target_ref": own["target_ref"],
+                "draft_ref": own["draft_ref"],
+                "num_speculative_tokens": k,
+                "draft_sample_method": draft_sample_method,
+            },
+            headers=headers,
+        )
+    )
+    return created(
+        client.post(
+            "/admin/v1/pools",
+            json={
+                "name": name or f"tiny-k{k}",
+                "served_model_name": "tiny",
+                "target_ref": seeded["spec_pool"]["target_ref"],
+                "pair_version_id": version["id"],
+            },
+            headers=headers,
+        )
+    )
+
+
+def _patch(client: TestClient, headers: dict[str, str], rollout_id: int, ladder: Any) -> Any:
+    current = client.get(f"/admin/v1/rollouts/{rollout_id}", headers=headers)
+    return client.patch(
+        f"/admin/v1/rollouts/{rollout_id}",
+        json={"depth_ladder": ladder},
+        headers={**headers, "If-Match": current.headers["etag"]},
+    )
+
+
+def test_a_ladder_is_stored_and_compiled_into_the_snapshot(
+    app_client: TestClient,
+    admin_headers: dict[str, str],
+    internal_headers: dict[str, str],
+    seeded: dict[str, Any],
+) -> None:
+    k5 = _sibling_pool(app_client, admin_headers, seeded, k=5)
+    k2 = _sibling_pool(app_client, admin_headers, seeded, k=2)
+    rollout_id = seeded["rollout"]["id"]
+    ladder = {
+        "rungs": [
+            {"pool_id": k5["id"], "max_load": 2.0},
+            {"pool_id": seeded["spec_pool"]["id"], "max_load": 6.0},
+            {"pool_id": k2["id"]},
+        ],
+        "hysteresis": 0.5,
+        "min_dwell_s": 10,
+    }
+    resp = _patch(app_client, admin_headers, rollout_id, ladder)
+    assert resp.status_code == 200, resp.text
+    stored = resp.json()["depth_ladder"]
+    assert [r["num_speculative_tokens"] for r in stored["rungs"]] == [5, 3, 2]
+
+    snap = PolicySnapshot.model_validate_json(
+        app_client.get("/internal/v1/snapshot", headers=internal_headers).content
+    )
+    spec = next(r for r in snap.rollouts if r.id == rollout_id)
+    assert spec.depth_ladder is not None
+    assert [(r.pool_id, r.num_speculative_tokens, r.max_load) for r in spec.depth_ladder.rungs] == [
+        (k5["id"], 5, 2.0),
+        (seeded["spec_pool"]["id"], 3, 6.0),
+        (k2["id"], 2, None),
+    ]
+    assert spec.depth_ladder.min_dwell_s == 10.0
+
+    cleared = _patch(app_client, admin_headers, rollout_id, None)
+    assert cleared.status_code == 200 and cleared.json()["depth_ladder"] is None
+
+
+def test_bad_ladders_are_typed_422s(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    rollout_id = seeded["rollout"]["id"]
+    own = seeded["spec_pool"]["id"]
+    k5 = _sibling_pool(app_client, admin_headers, seeded, k=5)
+    other = _sibling_pool(
+        app_client, admin_headers, seeded, k=2, draft_sample_method="probabilistic", name="odd"
+    )
+    k2 = _sibling_pool(app_client, admin_headers, seeded, k=2)
+
+    def code(rungs: list[dict[str, Any]]) -> tuple[int, str, Any]:
+        resp = _patch(app_client, admin_headers, rollout_id, {"rungs": rungs})
+        err = resp.json()["error"]
+        return resp.status_code, err["code"], err.get("param")
+
+    # differs in more than k
+    status, c, _ = code([{"pool_id": own, "max_load": 4}, {"pool_id": other["id"]}])
+    assert (status, c) == (422, "depth_ladder_invalid")
+    # a baseline pool
+    status, c, _ = code(
+        [{"pool_id": own, "max_load": 4}, {"pool_id": seeded["baseline_pool"]["id"]}]
+    )
+    assert (status, c) == (422, "depth_ladder_invalid")
+    # not deepest first
+    status, c, _ = code([{"pool_id": k2["id"], "max_load": 4}, {"pool_id": own}])
+    assert (status, c) == (422, "depth_ladder_invalid")
+    # without the rollout's own pool
+    status, c, _ = code([{"pool_id": k5["id"], "max_load": 4}, {"pool_id": k2["id"]}])
+    assert (status, c) == (422, "depth_ladder_invalid")
+    # bounds not increasing, or the last one bounded: schema errors
+    status, _, _ = code(
+        [
+            {"pool_id": k5["id"], "max_load": 4},
+            {"pool_id": own, "max_load": 3},
+            {"pool_id": k2["id"]},
+        ]
+    )
+    assert status == 422
+    status, _, _ = code([{"pool_id": own, "max_load": 4}, {"pool_id": k2["id"], "max_load": 8}])
+    assert status == 422
+    # a pool that does not exist
+    status, c, _ = code([{"pool_id": own, "max_load": 4}, {"pool_id": 999_999}])
+    assert status == 422
+    after = app_client.get(f"/admin/v1/rollouts/{rollout_id}", headers=admin_headers).json()
+    assert after["depth_ladder"] is None
