@@ -3,15 +3,18 @@
     python -m bench.output_contract --runs 2000 --windows 1000 --pairs 5 \
         --write-results bench/RESULTS.md
 
-Each run is one rollout's paired greedy checks, `--pairs` per telemetry window for
-`--windows` windows, each pair unequal with the scenario's probability; after every
-window the guard's test (`control.automation.contract.contract_guard`: the automation's
-own function, at the default threshold set's contract_max_mismatch and the contract
-family's share of its false-alarm budget) reads the cumulative counts, as the guard
-tick does. A correct pair's runs count false alarms; a broken pair's runs count the
+Each run is one rollout's paired checks, `--pairs` per telemetry window for
+`--windows` windows: greedy pairs, each unequal with the scenario's probability, or
+sampled pairs, each with the spec arm's completion the likelier one with the
+scenario's probability (1/2 when lossless); after every window the guard's tests
+(`control.automation.contract.contract_guard`: the automation's own function, at the
+default threshold set's contract_max_mismatch and contract_sampled_margin and the
+contract family's share of its false-alarm budget) read the cumulative counts, as the
+guard tick does. A correct pair's runs count false alarms; a broken pair's runs count the
 windows until the alarm (detection delay). The counts are simulated, not served: the
 real engines' part (a correct tiny pair agrees on every greedy pair; a mis-set sampler
-on the spec arm makes most pairs differ) is tests/gateway/test_pair_check_vllm.py.
+on the spec arm makes most pairs differ, at T=0 and at T > 0) is
+tests/gateway/test_pair_check_vllm.py.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ SECTION = "## Output contract in production"
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    mismatch: float  # the chance that one greedy pair differs
+    # greedy: the chance that one pair differs; sampled: that the spec arm's is likelier
+    mismatch: float
     broken: bool  # True: the guard should alarm
+    sampled: bool = False
 
 
 SCENARIOS = (
@@ -50,6 +55,11 @@ SCENARIOS = (
     Scenario("broken: 20 % of pairs differ", 0.2, True),
     Scenario("broken: 5 % of pairs differ", 0.05, True),
     Scenario("broken: 3 % of pairs differ", 0.03, True),
+    Scenario("T > 0, correct pair (spec likelier in half the pairs)", 0.5, False, True),
+    Scenario("T > 0, correct pair at the margin's edge (worst case null)", 0.65, False, True),
+    Scenario("T > 0, broken: spec likelier in 95 % (sampler too cold)", 0.95, True, True),
+    Scenario("T > 0, broken: spec likelier in 85 %", 0.85, True, True),
+    Scenario("T > 0, broken: spec less likely in 80 %", 0.2, True, True),
 )
 
 
@@ -63,25 +73,37 @@ class Row:
 
 def thresholds() -> ThresholdSet:
     # The API's defaults (control/thresholds/schemas.py).
-    return ThresholdSet(contract_max_mismatch=0.01, false_alarm_rate=0.01)
+    return ThresholdSet(
+        contract_max_mismatch=0.01, contract_sampled_margin=0.15, false_alarm_rate=0.01
+    )
 
 
 def run(scenario: Scenario, *, runs: int, windows: int, pairs: int, seed: int) -> Row:
     t = thresholds()
     alpha = family_alpha(t)
     rng = np.random.default_rng(seed)
-    unequal = rng.binomial(pairs, scenario.mismatch, size=(runs, windows)).cumsum(axis=1)
-    trials = np.broadcast_to(np.arange(1, windows + 1) * pairs, unequal.shape)
-    alarmed = rate_log_evidence(unequal, trials, t.contract_max_mismatch) >= math.log(1 / alpha)
+    hits = rng.binomial(pairs, scenario.mismatch, size=(runs, windows)).cumsum(axis=1)
+    trials = np.broadcast_to(np.arange(1, windows + 1) * pairs, hits.shape)
+    if scenario.sampled:
+        # Either direction at a quarter of the family's share (the guard's split).
+        allowed = 0.5 + t.contract_sampled_margin
+        bound = math.log(4 / alpha)
+        alarmed = (rate_log_evidence(hits, trials, allowed) >= bound) | (
+            rate_log_evidence(trials - hits, trials, allowed) >= bound
+        )
+    else:
+        alarmed = rate_log_evidence(hits, trials, t.contract_max_mismatch) >= math.log(2 / alpha)
     first = np.where(alarmed.any(axis=1), alarmed.argmax(axis=1) + 1, 0)
     # The vectorised test is the guard's own: check it on the first run, window by window.
-    per_window = np.diff(unequal[0], prepend=0)
+    per_window = [int(h) for h in np.diff(hits[0], prepend=0)[: first[0] or 50]]
     counts = [
-        OutputContractCounts(pairs=pairs, equal=pairs - int(u))
-        for u in per_window[: first[0] or 50]
+        OutputContractCounts(sampled_spec_higher=h, sampled_spec_lower=pairs - h)
+        if scenario.sampled
+        else OutputContractCounts(pairs=pairs, equal=pairs - h)
+        for h in per_window
     ]
     guard = contract_guard(counts, t, alpha)
-    assert guard is not None and guard.test.alarm == bool(first[0]), (guard, first[0])
+    assert guard is not None and guard.alarm == bool(first[0]), (guard, first[0])
     return Row(scenario, runs, int((first > 0).sum()), [int(d) for d in first[first > 0]])
 
 
@@ -95,7 +117,8 @@ def _delay(row: Row) -> str:
 
 def table(rows: list[Row]) -> list[str]:
     lines = [
-        "| scenario | mismatch rate | runs | alarms | false alarms | detection delay (windows) |",
+        "| scenario | mismatch rate (T > 0: spec likelier) | runs | alarms | false alarms "
+        "| detection delay (windows) |",
         "|---|---:|---:|---:|---:|---|",
     ]
     for r in rows:
@@ -127,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = table(rows)
     header = (
         f"{args.runs} runs per scenario, {args.windows} windows each, {args.pairs} paired "
-        f"greedy checks per window; contract_max_mismatch {t.contract_max_mismatch:g}, "
-        f"alpha {family_alpha(t):g} (false_alarm_rate {t.false_alarm_rate:g} / 5 families)."
+        f"checks per window; contract_max_mismatch {t.contract_max_mismatch:g}, "
+        f"contract_sampled_margin {t.contract_sampled_margin:g}, contract family alpha "
+        f"{family_alpha(t):g} (false_alarm_rate {t.false_alarm_rate:g} / 5 families): "
+        f"the greedy test at half of it, each sampled direction at a quarter."
     )
     print(header)
     print("\n".join(lines))

@@ -183,8 +183,9 @@ CATALOG: dict[str, Entry] = {
         "sum by (outcome) (rate(specroute_gateway_shadow_mirrors_total[5m]))",
     ),
     "specroute_gateway_contract_pairs": Entry(
-        "output contract: greedy requests answered by both arms in the background and "
-        "compared, by outcome (equal, unequal, incomplete: an arm failed or timed out, "
+        "output contract: requests answered by both arms in the background and "
+        "compared, by outcome (greedy: equal, unequal; sampled: sampled_spec_higher, "
+        "sampled_spec_lower, sampled_tie; incomplete: an arm failed or timed out; "
         "skipped at the in-flight cap)",
         "—",
         "requests",
@@ -449,8 +450,8 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_auth_failures": "refusals before authentication (not ready, 413)",
     "specroute_gateway_shadow_mirrors": "rollouts not in the shadow stage",
     "specroute_gateway_contract_pairs": (
-        "requests not at T=0, with n > 1, outside the rollout's contract_pair_percentage, "
-        "or with parameters the spec arm cannot serve losslessly"
+        "requests with n > 1, outside the rollout's contract_pair_percentage, or with "
+        "parameters the spec arm cannot serve losslessly"
     ),
     "specroute_gateway_outstanding_requests": "other gateways' requests to the same worker",
     "specroute_gateway_telemetry_batches_flushed": "windows with no request (never sent)",
@@ -527,6 +528,24 @@ DERIVED: dict[str, tuple[str, Entry, str, str]] = {
         ),
         "incomplete pairs (an arm failed or timed out) and skipped checks; windows with no "
         "compared pair (no series)",
+        "control-plane maintainers (values: the pair version's owners)",
+    ),
+    "gateway:specroute_contract_sampled_spec_higher_share:ratio_rate5m": (
+        "Divergence statistic at T > 0: of the sampled requests answered by both arms "
+        "whose completions the target scored differently, the share where the spec "
+        "arm's completion had the higher mean log-probability. Lossless speculation "
+        "keeps it at 1/2; far from it, one arm samples from another distribution. The "
+        "automation's output-contract guard tests the same counts per rollout.",
+        Entry(
+            'rate of specroute_gateway_contract_pairs_total{outcome="sampled_spec_higher"}',
+            "rate of specroute_gateway_contract_pairs_total"
+            '{outcome=~"sampled_spec_higher|sampled_spec_lower"}',
+            "ratio",
+            "5 m rates of gateway counters",
+            "gateway:specroute_contract_sampled_spec_higher_share:ratio_rate5m",
+        ),
+        "ties, incomplete pairs and skipped checks; windows with no compared sampled "
+        "pair (no series)",
         "control-plane maintainers (values: the pair version's owners)",
     ),
     "pool:specroute_cpu_seconds_per_accepted_token:ratio_rate5m": (

@@ -313,10 +313,13 @@ class GatewayMetrics:
         )
         self.contract_pairs = Counter(
             PREFIX + "contract_pairs",
-            "Output contract: greedy requests answered by both arms in the background and "
-            "compared token for token, by outcome (equal, unequal, incomplete: an arm failed "
-            "or timed out, skipped at the in-flight cap). Equal share at T=0 = equal / "
-            "(equal + unequal). Unit: requests.",
+            "Output contract: requests answered by both arms in the background, by "
+            "outcome. Greedy ones compared token for token (equal, unequal); sampled ones "
+            "by which arm's completion the target found likelier (sampled_spec_higher, "
+            "sampled_spec_lower, sampled_tie); incomplete: an arm failed or timed out; "
+            "skipped at the in-flight cap. Equal share at T=0 = equal / (equal + unequal); "
+            "under lossless speculation spec_higher / (spec_higher + spec_lower) is 1/2. "
+            "Unit: requests.",
             ["outcome"],
             registry=r,
         )

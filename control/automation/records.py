@@ -80,6 +80,16 @@ def _evidence_lines(evidence: Evidence | None, health: PoolHealth | None) -> lis
                 f"{oc.test.threshold:.2f}); unequal request ids: "
                 f"{', '.join(oc.mismatched_ids) or 'none'}."
             )
+            higher, lower = oc.sampled_higher_test, oc.sampled_lower_test
+            if higher is not None and lower is not None and higher.trials + oc.sampled_ties:
+                lines.append(
+                    f"- Output contract at T > 0: the spec arm's completion likelier in "
+                    f"{oc.sampled_spec_higher} and less likely in {oc.sampled_spec_lower} of "
+                    f"{higher.trials} sampled pairs (share "
+                    f"{_fmt(oc.sampled_higher_share, '.2%')}, lossless 50%; {oc.sampled_ties} "
+                    f"ties); evidence ln {higher.log_evidence:.2f} (higher) and "
+                    f"{lower.log_evidence:.2f} (lower), alarm at {higher.threshold:.2f}."
+                )
         for cmp in evidence.stage.values():
             lines.append(
                 f"- This stage, {cmp.metric} at matched load: speedup {cmp.speedup:.3f} "

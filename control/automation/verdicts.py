@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from control.automation.contract import ContractGuard
 from control.automation.evidence import Evidence
 from control.contract import RolloutState
 from control.models import ThresholdSet
@@ -132,23 +133,39 @@ def fmt_vs(value: float, bound: float, digits: int = 3) -> tuple[str, str]:
     return format(value, f".{digits}f"), format(bound, f".{digits}f")
 
 
+def contract_failure(contract: ContractGuard) -> str:
+    """What the output contract's alarm says: the test that fired, with request ids."""
+    test = contract.test
+    if test.alarm:
+        ids = ", ".join(contract.mismatched_ids[:5])
+        return (
+            f"output contract broken: {test.failures} of {test.trials} greedy pairs "
+            f"differ between the arms ({test.observed_rate or 0:.1%}, allowed "
+            f"{test.allowed_rate:.1%}): evidence ln {test.log_evidence:.1f} >= "
+            f"{test.threshold:.1f}; unequal requests include {ids}"
+        )
+    higher = contract.sampled_higher_test
+    if higher is not None and higher.alarm:
+        side, fired, ids_of = "more", higher, contract.sampled_higher_ids
+    else:
+        assert contract.sampled_lower_test is not None and contract.sampled_lower_test.alarm
+        side, fired, ids_of = "less", contract.sampled_lower_test, contract.sampled_lower_ids
+    return (
+        f"output contract broken at T > 0: the target found the spec arm's completion "
+        f"{side} likely in {fired.failures} of {fired.trials} sampled pairs "
+        f"({fired.observed_rate or 0:.1%}; lossless is 50%, allowed up to "
+        f"{fired.allowed_rate:.1%}): evidence ln {fired.log_evidence:.1f} >= "
+        f"{fired.threshold:.1f}; such requests include {', '.join(ids_of[:5])}"
+    )
+
+
 def monitor_failures(evidence: Evidence) -> list[tuple[GuardReason, str]]:
     """What the sequential monitors found; each has already spent its share of the budget."""
     failures: list[tuple[GuardReason, str]] = []
     # The output contract first: a rollout whose arms answer differently fails on that.
     contract = evidence.output_contract
-    if contract is not None and contract.test.alarm:
-        test = contract.test
-        ids = ", ".join(contract.mismatched_ids[:5])
-        failures.append(
-            (
-                GuardReason.OUTPUT_CONTRACT,
-                f"output contract broken: {test.failures} of {test.trials} greedy pairs "
-                f"differ between the arms ({test.observed_rate or 0:.1%}, allowed "
-                f"{test.allowed_rate:.1%}): evidence ln {test.log_evidence:.1f} >= "
-                f"{test.threshold:.1f}; unequal requests include {ids}",
-            )
-        )
+    if contract is not None and contract.alarm:
+        failures.append((GuardReason.OUTPUT_CONTRACT, contract_failure(contract)))
     monitor = evidence.acceptance_monitor
     if monitor is not None and monitor.decision is SprtDecision.REJECT:
         failures.append(

@@ -173,9 +173,10 @@ MAX_MISMATCH_IDS = 20
 
 
 class OutputContractCounts(BaseModel):
-    """Paired greedy checks of the output contract in one window: the same T=0 request
-    run on both arms and their completion tokens compared (no text kept, ids only).
-    Carried on the spec arm's window of the rollout."""
+    """Paired checks of the output contract in one window: the same request run on
+    both arms (no text kept, ids only). Greedy (T=0) pairs compare their completion
+    tokens; sampled (T > 0) pairs which arm's completion the target found likelier
+    (gateway.proxy.pair_check). Carried on the spec arm's window of the rollout."""
 
     pairs: int = Field(default=0, ge=0, description="Pairs whose two answers were compared.")
     equal: int = Field(default=0, ge=0, description="Pairs whose completion tokens were equal.")
@@ -192,6 +193,28 @@ class OutputContractCounts(BaseModel):
         default_factory=list,
         max_length=MAX_MISMATCH_IDS,
         description="Request ids of unequal pairs (the first MAX_MISMATCH_IDS of the window).",
+    )
+    sampled_spec_higher: int = Field(
+        default=0,
+        ge=0,
+        description="Sampled pairs whose spec-arm completion had the higher mean target "
+        "log-probability (tokens after the first).",
+    )
+    sampled_spec_lower: int = Field(
+        default=0, ge=0, description="Sampled pairs whose spec-arm completion had the lower."
+    )
+    sampled_ties: int = Field(
+        default=0, ge=0, description="Sampled pairs with equal means, or a one-token answer."
+    )
+    sampled_higher_ids: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_MISMATCH_IDS,
+        description="Request ids of spec-higher sampled pairs (the window's first ones).",
+    )
+    sampled_lower_ids: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_MISMATCH_IDS,
+        description="Request ids of spec-lower sampled pairs (the window's first ones).",
     )
 
 

@@ -51,7 +51,9 @@ class ThresholdSet(Base):
     # The shadow stage: the share of the segment's requests mirrored to the spec pool.
     shadow_percentage: Mapped[float] = mapped_column(Float, default=10.0)
     # The output contract in production (see control/automation/contract.py): the share
-    # of greedy requests run on both arms and compared, and the mismatch rate allowed.
+    # of requests run on both arms and compared, the greedy mismatch rate allowed, and
+    # how far from 1/2 the sampled pairs' split may provably be.
     contract_pair_percentage: Mapped[float] = mapped_column(Float, default=2.0)
     contract_max_mismatch: Mapped[float] = mapped_column(Float, default=0.01)
+    contract_sampled_margin: Mapped[float] = mapped_column(Float, default=0.15)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

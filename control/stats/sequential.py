@@ -262,12 +262,20 @@ class RateExceedance(BaseModel):
 
 # The alternative rates of the mixture, as multiples of the allowed rate (capped below 1).
 RATE_MULTIPLES = (2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+# From an allowed rate of 1/2 up, the alternatives divide the allowed rate of the other
+# outcome instead: q = 1 - (1 - allowed) / m (multiples of the allowed rate would all
+# be capped at 0.99, too far to detect a rate just above it).
+HIGH_RATE_DIVISORS = (1.25, 1.6, 2.0, 3.0, 4.0, 8.0)
 
 
 def rate_alternatives(allowed_rate: float) -> tuple[float, ...]:
-    """The mixture's alternative rates: RATE_MULTIPLES of the allowed rate, below 1."""
-    found = {min(allowed_rate * m, 0.99) for m in RATE_MULTIPLES}
-    return tuple(sorted(q for q in found if q > allowed_rate))
+    """The mixture's alternative rates above the allowed rate, below 1: RATE_MULTIPLES
+    of it below 1/2, HIGH_RATE_DIVISORS of its complement from 1/2 up."""
+    if allowed_rate >= 0.5:
+        found = {1.0 - (1.0 - allowed_rate) / m for m in HIGH_RATE_DIVISORS}
+    else:
+        found = {min(allowed_rate * m, 0.99) for m in RATE_MULTIPLES}
+    return tuple(sorted(q for q in found if allowed_rate < q < 1.0))
 
 
 def rate_log_evidence(
@@ -290,8 +298,8 @@ def rate_exceedance(
 ) -> RateExceedance:
     """One-sided sequential test of "rate > allowed_rate" on cumulative Bernoulli counts.
 
-    The statistic is the average, over alternatives q_j = allowed_rate * m_j (m_j in
-    RATE_MULTIPLES, kept below 1), of the likelihood ratios
+    The statistic is the average, over alternatives q_j > p0 (`rate_alternatives`), of
+    the likelihood ratios
 
         L_j = (q_j / p0)^failures ((1 - q_j) / (1 - p0))^(trials - failures),  p0 = allowed.
 

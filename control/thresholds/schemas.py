@@ -117,8 +117,9 @@ class ThresholdValues(BaseModel):
         default=2.0,
         ge=0.0,
         le=100.0,
-        description="Output contract: share of the rollout's greedy (T=0) requests run on both "
-        "arms in the background and compared token for token (0: no paired checks). Each "
+        description="Output contract: share of the rollout's single-choice requests run on "
+        "both arms in the background and compared: token for token at T=0, by the target's "
+        "log-probability of each arm's completion at T > 0 (0: no paired checks). Each "
         "costs one extra request on each pool.",
     )
     contract_max_mismatch: float = Field(
@@ -128,6 +129,15 @@ class ThresholdValues(BaseModel):
         description="Output contract: the share of unequal greedy pairs tolerated (> 0: fp32 "
         "kernels can break near-ties differently); the guard disables a rollout whose "
         "mismatch rate is provably above it.",
+    )
+    contract_sampled_margin: float = Field(
+        default=0.15,
+        gt=0.0,
+        lt=0.5,
+        description="Output contract at T > 0: lossless speculation makes the spec arm's "
+        "completion the likelier one in half the sampled pairs; the guard disables a "
+        "rollout whose share is provably above 1/2 + this margin or below 1/2 - it (the "
+        "margin tolerates kernels that score near-ties differently).",
     )
 
     @model_validator(mode="after")
@@ -195,6 +205,7 @@ class ThresholdSetChange(BaseModel):
     shadow_percentage: float | None = Field(default=None, gt=0.0, le=100.0)
     contract_pair_percentage: float | None = Field(default=None, ge=0.0, le=100.0)
     contract_max_mismatch: float | None = Field(default=None, gt=0.0, lt=0.5)
+    contract_sampled_margin: float | None = Field(default=None, gt=0.0, lt=0.5)
 
 
 class ThresholdSet(ThresholdValues):

@@ -40,8 +40,9 @@ class Decision:
     # Shadow stage: the spec pool a copy of this request is mirrored to (response
     # discarded); None when not sampled, or when anything forced the arm.
     mirror: PoolSnapshot | None = None
-    # Output contract: (spec pool, baseline pool) to run a copy of this greedy request on
-    # both, in the background, and compare their tokens; None when not sampled.
+    # Output contract: (spec pool, baseline pool) to run a copy of this single-choice
+    # request on both, in the background, and compare the answers
+    # (gateway.proxy.pair_check); None when not sampled.
     pair_check: tuple[PoolSnapshot, PoolSnapshot] | None = None
     adapter: str | None = None  # the LoRA adapter the request named as its model
     # reason incompatible_parameter: the parameter the spec pool cannot serve losslessly
@@ -273,7 +274,6 @@ def decide(inp: DecisionInput) -> Decision:
         rollout is not None
         and rollout.contract_percentage > 0.0
         and (rollout.state is RolloutState.SHADOW or rollout.exposing)
-        and inp.body.temperature == 0.0
         and (inp.body.n or 1) == 1
         and incompatible is None
         and not version_mismatch

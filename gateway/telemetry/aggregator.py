@@ -35,7 +35,7 @@ from control.contract import (
     log_ms,
 )
 from gateway.telemetry.buckets import bucket_index
-from gateway.telemetry.pair_record import PairRecord
+from gateway.telemetry.pair_record import PairRecord, SampledOutcome
 from gateway.telemetry.record import RequestRecord, record_doc
 
 log = logging.getLogger(__name__)
@@ -254,7 +254,8 @@ class TelemetryAggregator:
                 self._keep(window, doc)
 
     def record_pair(self, rec: PairRecord) -> None:
-        """Count one paired output check on its rollout's spec-arm window."""
+        """Count one paired output check on its rollout's spec-arm window (a greedy
+        pair's `pairs`/`equal`, a sampled pair's `sampled_*`)."""
         key: WindowKey = (rec.segment_id, Arm.SPEC, rec.pair_version_id, rec.rollout_id)
         with self._lock:
             window = self._window_for(self.window_start_of(rec.finished_at))
@@ -264,6 +265,9 @@ class TelemetryAggregator:
             outcome = rec.outcome
             if outcome is None:
                 counts.incomplete += 1
+                return
+            if isinstance(outcome, SampledOutcome):
+                _count_sampled(counts, outcome, rec.request_id)
                 return
             counts.pairs += 1
             if outcome.equal:
@@ -361,3 +365,17 @@ class TelemetryAggregator:
         for key in sorted(window.keys() | contract.keys(), key=order):
             acc = window.get(key) or _Accumulator()
             yield acc.to_contract(key, started, self.window_seconds, contract.get(key))
+
+
+def _count_sampled(counts: OutputContractCounts, outcome: SampledOutcome, request_id: str) -> None:
+    if outcome.sign == 0:
+        counts.sampled_ties += 1
+        return
+    if outcome.sign > 0:
+        counts.sampled_spec_higher += 1
+        ids = counts.sampled_higher_ids
+    else:
+        counts.sampled_spec_lower += 1
+        ids = counts.sampled_lower_ids
+    if len(ids) < MAX_MISMATCH_IDS:
+        ids.append(request_id)

@@ -1,6 +1,8 @@
-"""Paired output checks: which requests are sampled, how two answers compare, and what
+"""Paired output checks: which requests are sampled, how two answers compare (greedy:
+token for token; sampled: which arm's completion the target scored higher), and what
 telemetry keeps of them (counts and ids, no text)."""
 
+import json
 from typing import Any
 
 import pytest
@@ -8,10 +10,16 @@ import pytest
 from control.contract import MAX_MISMATCH_IDS, Arm, RolloutState
 from gateway.decision.decide import Decision, DecisionInput, decide
 from gateway.decision.features import request_features
-from gateway.proxy.pair_check import compare, completions_of, pair_body
+from gateway.proxy.pair_check import (
+    compare,
+    compare_sampled,
+    completions_of,
+    pair_body,
+    sampled_logprobs_of,
+)
 from gateway.proxy.schemas import ChatCompletionBody
 from gateway.telemetry import TelemetryAggregator
-from gateway.telemetry.pair_record import PairOutcome, PairRecord
+from gateway.telemetry.pair_record import PairOutcome, PairRecord, SampledOutcome
 from tests.gateway.policy import BASELINE_POOL, ROLLOUT_ID, SPEC_POOL, make_snapshot
 
 
@@ -59,21 +67,61 @@ def test_greedy_requests_are_paired_at_the_rollouts_share_on_either_arm(
         assert {d.arm for d in paired} == {Arm.SPEC, Arm.BASELINE}
 
 
-def test_only_greedy_single_choice_requests_are_paired() -> None:
+def test_single_choice_requests_are_paired_at_any_temperature() -> None:
     on = {"state": RolloutState.CANARY, "percentage": 50.0, "contract_percentage": 100.0}
     assert _decide({"temperature": 0}, "k", **on).pair_check is not None
-    assert _decide({"temperature": 0.7}, "k", **on).pair_check is None
-    assert _decide({}, "k", **on).pair_check is None  # no temperature: the engine's default
+    assert _decide({"temperature": 0.7}, "k", **on).pair_check is not None
+    assert _decide({}, "k", **on).pair_check is not None  # the engine's default: sampled
     assert _decide({"temperature": 0, "n": 2}, "k", **on).pair_check is None
+    assert _decide({"temperature": 0.7, "n": 2}, "k", **on).pair_check is None
     off = {**on, "contract_percentage": 0.0}
     assert _decide({"temperature": 0}, "k", **off).pair_check is None
     paused = {**on, "state": RolloutState.PAUSED}
-    assert _decide({"temperature": 0}, "k", **paused).pair_check is None
+    assert _decide({"temperature": 0.7}, "k", **paused).pair_check is None
 
 
 def test_pair_body_is_non_streamed_and_asks_for_token_ids() -> None:
-    body = pair_body({"model": "tiny", "stream": True, "stream_options": {"a": 1}, "x": 2})
-    assert body == b'{"model":"tiny","x":2,"stream":false,"return_token_ids":true}'
+    body = pair_body(
+        {"model": "tiny", "temperature": 0, "stream": True, "stream_options": {"a": 1}, "x": 2}
+    )
+    assert body == b'{"model":"tiny","temperature":0,"x":2,"stream":false,"return_token_ids":true}'
+
+
+def test_a_sampled_pair_body_drops_the_seed_and_asks_for_logprobs() -> None:
+    completion = pair_body({"model": "m", "prompt": "p", "temperature": 0.8, "seed": 7})
+    assert json.loads(completion) == {
+        "model": "m",
+        "prompt": "p",
+        "temperature": 0.8,
+        "stream": False,
+        "return_token_ids": True,
+        "logprobs": 0,
+    }
+    # The caller's own top-k stays (a superset of what the check reads).
+    assert json.loads(pair_body({"model": "m", "prompt": "p", "logprobs": 3}))["logprobs"] == 3
+    chat = json.loads(pair_body({"model": "m", "messages": [], "temperature": 1.0}))
+    assert chat["logprobs"] is True and "seed" not in chat
+
+
+def test_sampled_answers_compare_by_the_mean_logprob_after_the_first_token() -> None:
+    completions = {"choices": [{"index": 0, "logprobs": {"token_logprobs": [-0.1, -1.0, -3.0]}}]}
+    chat = {
+        "choices": [{"index": 0, "logprobs": {"content": [{"logprob": -0.1}, {"logprob": -0.5}]}}]
+    }
+    assert sampled_logprobs_of(completions) == [-0.1, -1.0, -3.0]
+    assert sampled_logprobs_of(chat) == [-0.1, -0.5]
+    # After the first token (the prefill's, alike on both arms): mean -2.0 vs -0.5.
+    assert compare_sampled([-0.1, -1.0, -3.0], [-9.0, -0.5]) == SampledOutcome(-1)
+    assert compare_sampled([-9.0, -0.5], [-0.1, -1.0, -3.0]) == SampledOutcome(1)
+    assert compare_sampled([-1.0, -2.0], [-5.0, -2.0]) == SampledOutcome(0)  # a tie
+    assert compare_sampled([-1.0], [-5.0, -2.0]) == SampledOutcome(0)  # one token: nothing
+    for bad in (
+        {"choices": [{"index": 0, "text": "x"}]},
+        {"choices": [{"index": 0, "logprobs": {"token_logprobs": [-1.0, None]}}]},
+        {"error": "x"},
+    ):
+        with pytest.raises(ValueError):
+            sampled_logprobs_of(bad)
 
 
 def test_compare_on_token_ids_and_on_text() -> None:
@@ -97,7 +145,9 @@ def test_compare_on_token_ids_and_on_text() -> None:
         completions_of({"error": "x"})
 
 
-def _pair(request_id: str, outcome: PairOutcome | None, at: float = 1000.5) -> PairRecord:
+def _pair(
+    request_id: str, outcome: PairOutcome | SampledOutcome | None, at: float = 1000.5
+) -> PairRecord:
     return PairRecord(
         request_id=request_id,
         segment_id=7,
@@ -132,3 +182,19 @@ def test_aggregator_counts_pairs_on_the_rollouts_spec_window() -> None:
     [later] = second.windows
     assert later.output_contract.pairs == MAX_MISMATCH_IDS + 5
     assert later.output_contract.mismatched_ids == [f"m{i}" for i in range(MAX_MISMATCH_IDS)]
+
+
+def test_aggregator_counts_sampled_pairs_by_direction_with_their_ids() -> None:
+    agg = TelemetryAggregator("gw", 10, 8)
+    for i, sign in enumerate([1, 1, -1, 0, 1]):
+        agg.record_pair(_pair(f"s{i}", SampledOutcome(sign)))
+    for i in range(MAX_MISMATCH_IDS + 3):
+        agg.record_pair(_pair(f"h{i}", SampledOutcome(1), at=1010.5))
+    first, second = agg.drain_all()
+    [window] = first.windows
+    c = window.output_contract
+    assert (c.pairs, c.sampled_spec_higher, c.sampled_spec_lower, c.sampled_ties) == (0, 3, 1, 1)
+    assert (c.sampled_higher_ids, c.sampled_lower_ids) == (["s0", "s1", "s4"], ["s2"])
+    [later] = second.windows
+    assert later.output_contract.sampled_spec_higher == MAX_MISMATCH_IDS + 3
+    assert len(later.output_contract.sampled_higher_ids) == MAX_MISMATCH_IDS

@@ -1,7 +1,9 @@
-"""The output contract guard: paired greedy checks on the spec arm's windows go through
-the real ingestion into the database, the guard job judges them. Equal pairs (and a
-mismatch rate at the allowed one) leave a canary alone; a spec arm whose greedy answers
-differ is rolled back, and the decision keeps the counts and the unequal request ids."""
+"""The output contract guard: paired checks on the spec arm's windows go through the
+real ingestion into the database, the guard job judges them. Equal greedy pairs, and
+sampled pairs split evenly between the arms, leave a canary alone; a spec arm whose
+greedy answers differ, or whose sampled completions the target scores higher far more
+often than half the time, is rolled back, and the decision keeps the counts and the
+request ids."""
 
 from control.automation.pipeline import Job, judge_one
 from control.contract import Arm, OutputContractCounts
@@ -14,10 +16,16 @@ WINDOWS = 6
 PAIRS = 10  # paired checks per window
 
 
-def _feed(database: Database, setup: sc.Setup, window: int, unequal: int) -> None:
+def _feed(
+    database: Database,
+    setup: sc.Setup,
+    window: int,
+    unequal: int = 0,
+    contract: OutputContractCounts | None = None,
+) -> None:
     sent = sc.batch(setup, setup.rng, spec_tpot_ms=15.0, baseline_tpot_ms=15.0)
     ids = [f"w{window}-r{i}" for i in range(unequal)]
-    contract = OutputContractCounts(
+    contract = contract or OutputContractCounts(
         pairs=PAIRS, equal=PAIRS - unequal, divergence_sum=5 * unequal, mismatched_ids=ids
     )
     windows = [
@@ -73,3 +81,63 @@ def test_unequal_greedy_pairs_roll_the_canary_back_with_their_request_ids(
     assert "output contract broken: 5 of 10 greedy pairs" in decision.evidence["verdict"]["reason"]
     assert decision.record_markdown is not None
     assert "unequal request ids: w0-r0, w0-r1" in decision.record_markdown
+
+
+def _sampled(window: int, higher: int, lower: int) -> OutputContractCounts:
+    return OutputContractCounts(
+        sampled_spec_higher=higher,
+        sampled_spec_lower=lower,
+        sampled_ties=1,
+        sampled_higher_ids=[f"w{window}-h{i}" for i in range(higher)],
+        sampled_lower_ids=[f"w{window}-l{i}" for i in range(lower)],
+    )
+
+
+def test_sampled_pairs_split_evenly_never_trip_the_contract_guard(
+    committed_database: Database, control_settings: ControlSettings
+) -> None:
+    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
+    setup = sc.create_rollout(committed_database)
+    sc.heartbeat(committed_database, setup, "spec-w1")
+    for window in range(WINDOWS):
+        # 60 % one way in every window (the worst a margin of 0.15 allows, nearly).
+        _feed(committed_database, setup, window, contract=_sampled(window, 12, 8))
+        outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, None)
+        assert outcome.action == "wait", outcome
+    assert sc.rollout(committed_database, setup.rollout_id).state == "canary"
+
+
+def test_sampled_completions_the_target_favours_on_one_arm_roll_the_canary_back(
+    committed_database: Database, control_settings: ControlSettings
+) -> None:
+    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
+    setup = sc.create_rollout(committed_database)
+    sc.heartbeat(committed_database, setup, "spec-w1")
+    rolled_back_at = None
+    for window in range(WINDOWS):
+        # The spec arm's completion likelier in 19 of 20 pairs: a sampler run too cold.
+        _feed(committed_database, setup, window, contract=_sampled(window, 19, 1))
+        outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, None)
+        if outcome.action == "rollback":
+            rolled_back_at = window
+            break
+    assert rolled_back_at is not None and rolled_back_at <= 2
+    assert sc.rollout(committed_database, setup.rollout_id).state == "rolled_back"
+    decision = sc.decisions(committed_database, setup.rollout_id)[-1]
+    assert decision.kind == "guard_output_contract"
+    oc = decision.evidence["statistics"]["output_contract"]
+    n = rolled_back_at + 1
+    assert (oc["sampled_spec_higher"], oc["sampled_spec_lower"], oc["sampled_ties"]) == (
+        19 * n,
+        n,
+        n,
+    )
+    assert oc["sampled_higher_share"] == 0.95 and oc["pairs"] == 0
+    assert oc["sampled_higher_test"]["alarm"] and not oc["sampled_lower_test"]["alarm"]
+    assert oc["sampled_higher_test"]["allowed_rate"] == 0.65
+    assert oc["sampled_higher_ids"][:2] == ["w0-h0", "w0-h1"]
+    reason = decision.evidence["verdict"]["reason"]
+    assert f"spec arm's completion more likely in {19 * n} of {20 * n} sampled pairs" in reason
+    assert "w0-h0" in reason
+    assert decision.record_markdown is not None
+    assert "Output contract at T > 0" in decision.record_markdown

@@ -16,6 +16,7 @@ from control.stats import (
 from control.stats.sequential import (
     llr_cusum,
     one_sided_mixture_radius,
+    rate_alternatives,
     rate_exceedance,
     rate_log_evidence,
 )
@@ -198,3 +199,23 @@ def test_rate_exceedance_detects_a_broken_contract_in_a_few_pairs() -> None:
         rate_exceedance(3, 2, allowed_rate=0.01, alpha=0.01)
     with pytest.raises(StatsError):
         rate_exceedance(0, 2, allowed_rate=0.0, alpha=0.01)
+
+
+def test_rate_exceedance_at_high_allowed_rates_keeps_alpha_and_detects_a_skew() -> None:
+    """From an allowed rate of 1/2 up (the sampled contract's 1/2 + margin) the
+    alternatives lie between it and 1, so a rate just above it is detectable; at the
+    allowed rate itself the test still alarms in at most alpha of the runs."""
+    assert rate_alternatives(0.65) == pytest.approx(
+        tuple(sorted(1 - 0.35 / m for m in (1.25, 1.6, 2.0, 3.0, 4.0, 8.0)))
+    )
+    assert all(0.01 < q < 1 for q in rate_alternatives(0.01))  # small rates unchanged
+    assert rate_alternatives(0.01)[0] == pytest.approx(0.02)
+    rng = np.random.default_rng(11)
+    allowed, alpha, runs, windows, pairs = 0.65, 0.05, 2000, 200, 10
+    hits = rng.binomial(pairs, allowed, size=(runs, windows)).cumsum(axis=1)
+    trials = np.broadcast_to(np.arange(1, windows + 1) * pairs, hits.shape)
+    ever = (rate_log_evidence(hits, trials, allowed) >= math.log(1 / alpha)).any(axis=1).mean()
+    assert 0.0 < ever <= alpha, ever
+    # 85 % against 65 % allowed: caught within a few hundred pairs.
+    assert rate_exceedance(170, 200, allowed_rate=0.65, alpha=0.0005).alarm
+    assert not rate_exceedance(100, 200, allowed_rate=0.65, alpha=0.0005).alarm
