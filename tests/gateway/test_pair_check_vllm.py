@@ -4,7 +4,9 @@ on a correct pair, and the guard's test stays quiet; with the spec arm's sampler
 mis-set (a proxy that turns its greedy requests into T=1 ones: the fault stands for a
 logits processor or sampler setting applied on one arm only, which no correct engine
 build produces on demand) the pairs differ and the same test alarms within two
-windows, naming the unequal request ids."""
+windows, naming the unequal request ids. At T=1 the sampled pairs split both ways on
+the correct pair, and a spec arm that samples at T=0.3 (the same kind of fault) makes
+its completions the target's likelier ones until the sign test alarms."""
 
 import time
 from collections.abc import Iterator
@@ -28,7 +30,9 @@ pytestmark = pytest.mark.vllm
 
 PER_WINDOW = 4
 PROMPTS = ["def add(a, b):", "class Stack:", "import os\n", "for i in range(", "x = [", "# sort"]
-THRESHOLDS = ThresholdSet(contract_max_mismatch=0.01, false_alarm_rate=0.01)
+THRESHOLDS = ThresholdSet(
+    contract_max_mismatch=0.01, contract_sampled_margin=0.15, false_alarm_rate=0.01
+)
 
 
 @contextmanager
@@ -145,3 +149,93 @@ def test_a_spec_arm_with_a_mis_set_sampler_is_caught_within_two_windows(
     assert guard.equal_share is not None and guard.equal_share < 0.5
     assert set(guard.mismatched_ids) <= {f"pc-{w}-{i}" for w in range(2) for i in range(4)}
     assert len(guard.mismatched_ids) == guard.pairs - guard.equal
+
+
+@contextmanager
+def cold_sampler(upstream: str) -> Iterator[str]:
+    """A proxy to `upstream` that samples every T > 0 request at T=0.3: the fault stands
+    for a temperature or logits processor applied on one arm only."""
+    app = FastAPI()
+    client = httpx.AsyncClient(base_url=upstream, timeout=120)
+
+    @app.api_route("/{path:path}", methods=["GET", "POST"])
+    async def forward(path: str, request: Request) -> Response:
+        body: Any = await request.body()
+        if request.method == "POST" and body:
+            doc = await request.json()
+            if doc.get("temperature", 1.0) > 0:
+                doc["temperature"] = 0.3
+            body = httpx.Request("POST", "/", json=doc).content
+        upstream_response = await client.request(
+            request.method, "/" + path, content=body, headers={"content-type": "application/json"}
+        )
+        return Response(upstream_response.content, upstream_response.status_code)
+
+    with serve_app(app) as url:
+        yield url
+
+
+SAMPLED_PER_WINDOW = 8
+
+
+def _sampled_run(gw: GatewayServer, windows: int) -> tuple[int, ContractGuard]:
+    """Send T=1 windows until the guard alarms or `windows` ran: (windows, guard)."""
+    client = openai.OpenAI(base_url=gw.base_url + "/v1", api_key=TENANT_KEY, max_retries=0)
+    seen: list[OutputContractCounts] = []
+    for window in range(windows):
+        for i in range(SAMPLED_PER_WINDOW):
+            client.completions.create(
+                model="tiny",
+                prompt=PROMPTS[(window * SAMPLED_PER_WINDOW + i) % len(PROMPTS)],
+                max_tokens=16,
+                temperature=1.0,
+                extra_headers={"x-request-id": f"ps-{window}-{i}"},
+            )
+        total = OutputContractCounts()
+        deadline = time.monotonic() + 120
+        done = 0
+        while done < SAMPLED_PER_WINDOW:
+            assert time.monotonic() < deadline, f"sampled checks incomplete: {total}"
+            for batch in gw.state.aggregator.drain_all():
+                for w in batch.windows:
+                    c = w.output_contract
+                    total.sampled_spec_higher += c.sampled_spec_higher
+                    total.sampled_spec_lower += c.sampled_spec_lower
+                    total.sampled_ties += c.sampled_ties
+                    total.incomplete += c.incomplete
+                    total.sampled_higher_ids += c.sampled_higher_ids
+                    done += c.sampled_spec_higher + c.sampled_spec_lower + c.sampled_ties
+                    done += c.incomplete
+            time.sleep(0.05)
+        seen.append(total)
+        guard = contract_guard(seen, THRESHOLDS, family_alpha(THRESHOLDS))
+        assert guard is not None
+        if guard.alarm:
+            return window + 1, guard
+    return windows, guard
+
+
+def test_sampled_pairs_on_a_correct_pair_split_and_a_cold_spec_sampler_is_caught(
+    tmp_path_factory: pytest.TempPathFactory,
+    vllm_spec_server: RunningServer,
+    vllm_baseline_server: RunningServer,
+) -> None:
+    snapshot = _snapshot(vllm_spec_server.base_url, vllm_baseline_server.base_url)
+    with run_gateway(tmp_path_factory.mktemp("gw-sampled"), snapshot, shadow_max_inflight=16) as gw:
+        ran, guard = _sampled_run(gw, windows=3)
+    # Lossless: both directions occur and no test alarms.
+    assert ran == 3 and not guard.alarm, guard
+    assert guard.incomplete == 0 and guard.sampled_spec_higher > 0 and guard.sampled_spec_lower > 0
+
+    with cold_sampler(vllm_spec_server.base_url) as broken:
+        snapshot = _snapshot(broken, vllm_baseline_server.base_url)
+        with run_gateway(
+            tmp_path_factory.mktemp("gw-cold"), snapshot, shadow_max_inflight=16
+        ) as gw:
+            ran, guard = _sampled_run(gw, windows=8)
+    assert guard.alarm and guard.sampled_higher_test is not None
+    assert guard.sampled_higher_test.alarm, guard
+    assert guard.sampled_higher_share is not None and guard.sampled_higher_share > 0.8
+    assert set(guard.sampled_higher_ids) <= {
+        f"ps-{w}-{i}" for w in range(ran) for i in range(SAMPLED_PER_WINDOW)
+    }
