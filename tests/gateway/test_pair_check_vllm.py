@@ -9,7 +9,7 @@ the correct pair, and a spec arm that samples at T=0.3 (the same kind of fault) 
 its completions the target's likelier ones until the sign test alarms."""
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,8 +36,8 @@ THRESHOLDS = ThresholdSet(
 
 
 @contextmanager
-def mis_set_sampler(upstream: str) -> Iterator[str]:
-    """A proxy to `upstream` that sends every greedy request on at temperature 1."""
+def rewriting_proxy(upstream: str, rewrite: Callable[[dict[str, Any]], None]) -> Iterator[str]:
+    """A proxy to `upstream` that passes every JSON request body through `rewrite`."""
     app = FastAPI()
     client = httpx.AsyncClient(base_url=upstream, timeout=120)
 
@@ -46,8 +46,7 @@ def mis_set_sampler(upstream: str) -> Iterator[str]:
         body: Any = await request.body()
         if request.method == "POST" and body:
             doc = await request.json()
-            if doc.get("temperature") == 0:
-                doc["temperature"] = 1.0
+            rewrite(doc)
             body = httpx.Request("POST", "/", json=doc).content
         upstream_response = await client.request(
             request.method, "/" + path, content=body, headers={"content-type": "application/json"}
@@ -56,6 +55,19 @@ def mis_set_sampler(upstream: str) -> Iterator[str]:
 
     with serve_app(app) as url:
         yield url
+
+
+def mis_set_sampler(doc: dict[str, Any]) -> None:
+    """Every greedy request sampled at temperature 1."""
+    if doc.get("temperature") == 0:
+        doc["temperature"] = 1.0
+
+
+def cold_sampler(doc: dict[str, Any]) -> None:
+    """Every T > 0 request sampled at T=0.3: the fault stands for a temperature or
+    logits processor applied on one arm only."""
+    if doc.get("temperature", 1.0) > 0:
+        doc["temperature"] = 0.3
 
 
 def _send_window(gw: GatewayServer, window: int) -> list[str]:
@@ -74,20 +86,21 @@ def _send_window(gw: GatewayServer, window: int) -> list[str]:
     return ids
 
 
+def _checks(c: OutputContractCounts) -> int:
+    """Paired checks a window's counts account for, greedy and sampled, finished or not."""
+    return c.pairs + c.incomplete + c.sampled_spec_higher + c.sampled_spec_lower + c.sampled_ties
+
+
 def _counts(gw: GatewayServer, checks: int, timeout_s: float = 120.0) -> OutputContractCounts:
     """Drain the telemetry until `checks` paired checks have finished; their sum."""
     total = OutputContractCounts()
     deadline = time.monotonic() + timeout_s
-    while total.pairs + total.incomplete < checks:
+    while _checks(total) < checks:
         assert time.monotonic() < deadline, f"paired checks incomplete: {total}"
         for batch in gw.state.aggregator.drain_all():
             for w in batch.windows:
-                c = w.output_contract
-                total.pairs += c.pairs
-                total.equal += c.equal
-                total.incomplete += c.incomplete
-                total.divergence_sum += c.divergence_sum
-                total.mismatched_ids += c.mismatched_ids
+                for name, value in w.output_contract:
+                    setattr(total, name, getattr(total, name) + value)
         time.sleep(0.05)
     return total
 
@@ -138,7 +151,7 @@ def test_a_spec_arm_with_a_mis_set_sampler_is_caught_within_two_windows(
     vllm_spec_server: RunningServer,
     vllm_baseline_server: RunningServer,
 ) -> None:
-    with mis_set_sampler(vllm_spec_server.base_url) as broken:
+    with rewriting_proxy(vllm_spec_server.base_url, mis_set_sampler) as broken:
         snapshot = _snapshot(broken, vllm_baseline_server.base_url)
         with run_gateway(
             tmp_path_factory.mktemp("gw-broken"), snapshot, shadow_max_inflight=16
@@ -149,30 +162,6 @@ def test_a_spec_arm_with_a_mis_set_sampler_is_caught_within_two_windows(
     assert guard.equal_share is not None and guard.equal_share < 0.5
     assert set(guard.mismatched_ids) <= {f"pc-{w}-{i}" for w in range(2) for i in range(4)}
     assert len(guard.mismatched_ids) == guard.pairs - guard.equal
-
-
-@contextmanager
-def cold_sampler(upstream: str) -> Iterator[str]:
-    """A proxy to `upstream` that samples every T > 0 request at T=0.3: the fault stands
-    for a temperature or logits processor applied on one arm only."""
-    app = FastAPI()
-    client = httpx.AsyncClient(base_url=upstream, timeout=120)
-
-    @app.api_route("/{path:path}", methods=["GET", "POST"])
-    async def forward(path: str, request: Request) -> Response:
-        body: Any = await request.body()
-        if request.method == "POST" and body:
-            doc = await request.json()
-            if doc.get("temperature", 1.0) > 0:
-                doc["temperature"] = 0.3
-            body = httpx.Request("POST", "/", json=doc).content
-        upstream_response = await client.request(
-            request.method, "/" + path, content=body, headers={"content-type": "application/json"}
-        )
-        return Response(upstream_response.content, upstream_response.status_code)
-
-    with serve_app(app) as url:
-        yield url
 
 
 SAMPLED_PER_WINDOW = 8
@@ -191,28 +180,12 @@ def _sampled_run(gw: GatewayServer, windows: int) -> tuple[int, ContractGuard]:
                 temperature=1.0,
                 extra_headers={"x-request-id": f"ps-{window}-{i}"},
             )
-        total = OutputContractCounts()
-        deadline = time.monotonic() + 120
-        done = 0
-        while done < SAMPLED_PER_WINDOW:
-            assert time.monotonic() < deadline, f"sampled checks incomplete: {total}"
-            for batch in gw.state.aggregator.drain_all():
-                for w in batch.windows:
-                    c = w.output_contract
-                    total.sampled_spec_higher += c.sampled_spec_higher
-                    total.sampled_spec_lower += c.sampled_spec_lower
-                    total.sampled_ties += c.sampled_ties
-                    total.incomplete += c.incomplete
-                    total.sampled_higher_ids += c.sampled_higher_ids
-                    done += c.sampled_spec_higher + c.sampled_spec_lower + c.sampled_ties
-                    done += c.incomplete
-            time.sleep(0.05)
-        seen.append(total)
+        seen.append(_counts(gw, SAMPLED_PER_WINDOW))
         guard = contract_guard(seen, THRESHOLDS, family_alpha(THRESHOLDS))
         assert guard is not None
-        if guard.alarm:
-            return window + 1, guard
-    return windows, guard
+        if guard.alarm or len(seen) == windows:
+            return len(seen), guard
+    raise AssertionError("no window ran")
 
 
 def test_sampled_pairs_on_a_correct_pair_split_and_a_cold_spec_sampler_is_caught(
@@ -227,7 +200,7 @@ def test_sampled_pairs_on_a_correct_pair_split_and_a_cold_spec_sampler_is_caught
     assert ran == 3 and not guard.alarm, guard
     assert guard.incomplete == 0 and guard.sampled_spec_higher > 0 and guard.sampled_spec_lower > 0
 
-    with cold_sampler(vllm_spec_server.base_url) as broken:
+    with rewriting_proxy(vllm_spec_server.base_url, cold_sampler) as broken:
         snapshot = _snapshot(broken, vllm_baseline_server.base_url)
         with run_gateway(
             tmp_path_factory.mktemp("gw-cold"), snapshot, shadow_max_inflight=16

@@ -5,6 +5,8 @@ greedy answers differ, or whose sampled completions the target scores higher far
 often than half the time, is rolled back, and the decision keeps the counts and the
 request ids."""
 
+from collections.abc import Callable
+
 from control.automation.pipeline import Job, judge_one
 from control.contract import Arm, OutputContractCounts
 from control.db import Database
@@ -16,18 +18,8 @@ WINDOWS = 6
 PAIRS = 10  # paired checks per window
 
 
-def _feed(
-    database: Database,
-    setup: sc.Setup,
-    window: int,
-    unequal: int = 0,
-    contract: OutputContractCounts | None = None,
-) -> None:
+def _feed(database: Database, setup: sc.Setup, window: int, contract: OutputContractCounts) -> None:
     sent = sc.batch(setup, setup.rng, spec_tpot_ms=15.0, baseline_tpot_ms=15.0)
-    ids = [f"w{window}-r{i}" for i in range(unequal)]
-    contract = contract or OutputContractCounts(
-        pairs=PAIRS, equal=PAIRS - unequal, divergence_sum=5 * unequal, mismatched_ids=ids
-    )
     windows = [
         w.model_copy(update={"output_contract": contract}) if w.arm is Arm.SPEC else w
         for w in sent.windows
@@ -37,34 +29,48 @@ def _feed(
         assert ack.stored == 2
 
 
+def _judge_windows(
+    database: Database,
+    settings: ControlSettings,
+    contract: Callable[[int], OutputContractCounts],
+) -> tuple[sc.Setup, list[str]]:
+    """Feed up to WINDOWS windows of `contract(window)` and judge after each; stop at a
+    rollback. The rollout and the guard's action per window."""
+    settings = settings.model_copy(update={"guard_on_telemetry": False})
+    setup = sc.create_rollout(database)
+    sc.heartbeat(database, setup, "spec-w1")
+    actions: list[str] = []
+    for window in range(WINDOWS):
+        _feed(database, setup, window, contract=contract(window))
+        actions.append(judge_one(database, settings, Job.GUARD, setup.rollout_id, None).action)
+        if actions[-1] == "rollback":
+            break
+    return setup, actions
+
+
+def _greedy(window: int, unequal: int) -> OutputContractCounts:
+    return OutputContractCounts(
+        pairs=PAIRS,
+        equal=PAIRS - unequal,
+        divergence_sum=5 * unequal,
+        mismatched_ids=[f"w{window}-r{i}" for i in range(unequal)],
+    )
+
+
 def test_equal_pairs_never_trip_the_contract_guard(
     committed_database: Database, control_settings: ControlSettings
 ) -> None:
-    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
-    setup = sc.create_rollout(committed_database)
-    sc.heartbeat(committed_database, setup, "spec-w1")
-    for window in range(WINDOWS):
-        _feed(committed_database, setup, window, unequal=0)
-        outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, None)
-        assert outcome.action == "wait", outcome
+    setup, actions = _judge_windows(committed_database, control_settings, lambda w: _greedy(w, 0))
+    assert actions == ["wait"] * WINDOWS
     assert sc.rollout(committed_database, setup.rollout_id).state == "canary"
 
 
 def test_unequal_greedy_pairs_roll_the_canary_back_with_their_request_ids(
     committed_database: Database, control_settings: ControlSettings
 ) -> None:
-    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
-    setup = sc.create_rollout(committed_database)
-    sc.heartbeat(committed_database, setup, "spec-w1")
-    rolled_back_at = None
-    for window in range(WINDOWS):
-        # Half the pairs differ against an allowed 1 %: one window is evidence enough.
-        _feed(committed_database, setup, window, unequal=5)
-        outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, None)
-        if outcome.action == "rollback":
-            rolled_back_at = window
-            break
-    assert rolled_back_at == 0
+    # Half the pairs differ against an allowed 1 %: one window is evidence enough.
+    setup, actions = _judge_windows(committed_database, control_settings, lambda w: _greedy(w, 5))
+    assert actions == ["rollback"]
     row = sc.rollout(committed_database, setup.rollout_id)
     assert row.state == "rolled_back"
     decision = sc.decisions(committed_database, setup.rollout_id)[-1]
@@ -96,37 +102,27 @@ def _sampled(window: int, higher: int, lower: int) -> OutputContractCounts:
 def test_sampled_pairs_split_evenly_never_trip_the_contract_guard(
     committed_database: Database, control_settings: ControlSettings
 ) -> None:
-    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
-    setup = sc.create_rollout(committed_database)
-    sc.heartbeat(committed_database, setup, "spec-w1")
-    for window in range(WINDOWS):
-        # 60 % one way in every window (the worst a margin of 0.15 allows, nearly).
-        _feed(committed_database, setup, window, contract=_sampled(window, 12, 8))
-        outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, None)
-        assert outcome.action == "wait", outcome
+    # 60 % one way in every window (the worst a margin of 0.15 allows, nearly).
+    setup, actions = _judge_windows(
+        committed_database, control_settings, lambda w: _sampled(w, 12, 8)
+    )
+    assert actions == ["wait"] * WINDOWS
     assert sc.rollout(committed_database, setup.rollout_id).state == "canary"
 
 
 def test_sampled_completions_the_target_favours_on_one_arm_roll_the_canary_back(
     committed_database: Database, control_settings: ControlSettings
 ) -> None:
-    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
-    setup = sc.create_rollout(committed_database)
-    sc.heartbeat(committed_database, setup, "spec-w1")
-    rolled_back_at = None
-    for window in range(WINDOWS):
-        # The spec arm's completion likelier in 19 of 20 pairs: a sampler run too cold.
-        _feed(committed_database, setup, window, contract=_sampled(window, 19, 1))
-        outcome = judge_one(committed_database, settings, Job.GUARD, setup.rollout_id, None)
-        if outcome.action == "rollback":
-            rolled_back_at = window
-            break
-    assert rolled_back_at is not None and rolled_back_at <= 2
+    # The spec arm's completion likelier in 19 of 20 pairs: a sampler run too cold.
+    setup, actions = _judge_windows(
+        committed_database, control_settings, lambda w: _sampled(w, 19, 1)
+    )
+    assert actions[-1] == "rollback" and len(actions) <= 3, actions
     assert sc.rollout(committed_database, setup.rollout_id).state == "rolled_back"
     decision = sc.decisions(committed_database, setup.rollout_id)[-1]
     assert decision.kind == "guard_output_contract"
     oc = decision.evidence["statistics"]["output_contract"]
-    n = rolled_back_at + 1
+    n = len(actions)
     assert (oc["sampled_spec_higher"], oc["sampled_spec_lower"], oc["sampled_ties"]) == (
         19 * n,
         n,
