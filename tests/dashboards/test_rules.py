@@ -26,7 +26,7 @@ def test_rules_are_valid() -> None:
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 41 rules found" in out.stdout
+    assert "SUCCESS: 42 rules found" in out.stdout
 
 
 def test_rule_unit_tests_pass() -> None:
@@ -104,5 +104,5 @@ def test_runbook_links_are_made_absolute_from_the_base_url(tmp_path: Path) -> No
     check = subprocess.run(
         [promtool(), "check", "rules", str(out_file)], capture_output=True, text=True, check=False
     )
-    assert check.returncode == 0 and "SUCCESS: 41 rules found" in check.stdout, check.stdout
+    assert check.returncode == 0 and "SUCCESS: 42 rules found" in check.stdout, check.stdout
     assert yaml.safe_load(rules.render(None)) == source

@@ -193,6 +193,17 @@ def drive_traffic(gateway_url: str, world: dict[str, Any], model: str, round_: i
             extra_headers={"x-specroute-task": "code"},
         )
         assert sum(1 for _ in stream) > 0
+    # Sampled requests, paired too: the output contract's T > 0 outcomes.
+    for user in range(10):
+        answer = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": f"class Stack_{round_}_{user}:"}],
+            max_tokens=12,
+            temperature=1.0,
+            user=f"user-{user}",
+            extra_headers={"x-specroute-task": "code"},
+        )
+        assert answer.choices
     with pytest.raises(openai.APIStatusError) as broken:
         client.completions.create(model="broken", prompt="x", max_tokens=4)
     assert broken.value.status_code in (502, 503)
