@@ -47,21 +47,19 @@ class ContractGuard(BaseModel):
     mean_divergence: float | None  # mean first-divergence position of the unequal pairs
     mismatched_ids: list[str]
     test: RateExceedance  # greedy: unequal share > contract_max_mismatch
-    sampled_spec_higher: int = 0
-    sampled_spec_lower: int = 0
-    sampled_ties: int = 0
+    sampled_spec_higher: int
+    sampled_spec_lower: int
+    sampled_ties: int
     # spec_higher / (spec_higher + spec_lower): the divergence statistic, 1/2 when lossless
-    sampled_higher_share: float | None = None
-    sampled_higher_ids: list[str] = []
-    sampled_lower_ids: list[str] = []
-    sampled_higher_test: RateExceedance | None = None  # share > 1/2 + margin
-    sampled_lower_test: RateExceedance | None = None  # share < 1/2 - margin
+    sampled_higher_share: float | None
+    sampled_higher_ids: list[str]
+    sampled_lower_ids: list[str]
+    sampled_higher_test: RateExceedance  # share > 1/2 + margin
+    sampled_lower_test: RateExceedance  # share < 1/2 - margin
 
     @property
     def alarm(self) -> bool:
-        return self.test.alarm or any(
-            t is not None and t.alarm for t in (self.sampled_higher_test, self.sampled_lower_test)
-        )
+        return self.test.alarm or self.sampled_higher_test.alarm or self.sampled_lower_test.alarm
 
 
 def contract_guard(
@@ -69,12 +67,7 @@ def contract_guard(
 ) -> ContractGuard | None:
     """The guard over `counts` (oldest first); None when no window carried a check.
     `alpha` is the contract family's share of the false-alarm budget."""
-    parts = [
-        c
-        for c in counts
-        if c.pairs or c.incomplete or c.sampled_spec_higher or c.sampled_spec_lower
-        or c.sampled_ties
-    ]  # fmt: skip
+    parts = [c for c in counts if c.checks]
     if not parts:
         return None
     pairs = sum(c.pairs for c in parts)

@@ -81,7 +81,7 @@ def _evidence_lines(evidence: Evidence | None, health: PoolHealth | None) -> lis
                 f"{', '.join(oc.mismatched_ids) or 'none'}."
             )
             higher, lower = oc.sampled_higher_test, oc.sampled_lower_test
-            if higher is not None and lower is not None and higher.trials + oc.sampled_ties:
+            if higher.trials + oc.sampled_ties:
                 lines.append(
                     f"- Output contract at T > 0: the spec arm's completion likelier in "
                     f"{oc.sampled_spec_higher} and less likely in {oc.sampled_spec_lower} of "

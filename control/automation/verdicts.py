@@ -144,11 +144,10 @@ def contract_failure(contract: ContractGuard) -> str:
             f"{test.allowed_rate:.1%}): evidence ln {test.log_evidence:.1f} >= "
             f"{test.threshold:.1f}; unequal requests include {ids}"
         )
-    higher = contract.sampled_higher_test
-    if higher is not None and higher.alarm:
-        side, fired, ids_of = "more", higher, contract.sampled_higher_ids
+    if contract.sampled_higher_test.alarm:
+        side, fired, ids_of = "more", contract.sampled_higher_test, contract.sampled_higher_ids
     else:
-        assert contract.sampled_lower_test is not None and contract.sampled_lower_test.alarm
+        assert contract.sampled_lower_test.alarm
         side, fired, ids_of = "less", contract.sampled_lower_test, contract.sampled_lower_ids
     return (
         f"output contract broken at T > 0: the target found the spec arm's completion "

@@ -217,6 +217,17 @@ class OutputContractCounts(BaseModel):
         description="Request ids of spec-lower sampled pairs (the window's first ones).",
     )
 
+    @property
+    def checks(self) -> int:
+        """Paired checks these counts account for: greedy and sampled, incomplete too."""
+        return (
+            self.pairs
+            + self.incomplete
+            + self.sampled_spec_higher
+            + self.sampled_spec_lower
+            + self.sampled_ties
+        )
+
 
 class TelemetryWindow(WindowCounts):
     """One (segment, arm, pair version, rollout) window of one gateway."""
