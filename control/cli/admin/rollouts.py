@@ -5,6 +5,7 @@ from typing import Any
 import typer
 
 from control.cli.admin.crud import add_delete, add_update, emit_rows
+from control.cli.admin.depth import depth_app
 from control.cli.admin.output import Output, OutputOption, console, emit, emit_line, group
 from control.cli.admin.session import client, parse_floats, run
 
@@ -12,6 +13,7 @@ rollout_app = group("Rollouts, their actions, status and wait.")
 
 add_update(rollout_app, "rollouts", "rollout", "stages, threshold_set_id")
 add_delete(rollout_app, "rollouts", "rollout")
+rollout_app.add_typer(depth_app, name="depth-ladder")
 
 ReasonOption: Any = typer.Option(None, help="Recorded in the audit and decision.")
 VersionOption: Any = typer.Option(None, "--if-match", help="Expected version (412 if stale).")
