@@ -138,6 +138,21 @@ CATALOG: dict[str, Entry] = {
         'sum(rate(specroute_gateway_decisions_total{arm="spec"}[5m])) '
         "/ sum(rate(specroute_gateway_decisions_total[5m]))",
     ),
+    "specroute_gateway_depth_switches": Entry(
+        "switches of a segment's depth ladder to another rung (k label: the new rung's "
+        "depth; reason label: load, no_worker, acceptance_reset)",
+        "—",
+        "switches",
+        "cumulative; increase over 1h",
+        "sum by (segment, reason) (increase(specroute_gateway_depth_switches_total[1h]))",
+    ),
+    "specroute_gateway_depth_rung_k": Entry(
+        "the depth k of the rung a segment's depth ladder routes spec requests to",
+        "—",
+        "draft tokens per step",
+        "instant (as of the ladder's last change)",
+        "max by (segment) (specroute_gateway_depth_rung_k)",
+    ),
     "specroute_gateway_snapshot_version": Entry(
         "version of the snapshot the gateway routes on",
         "—",
@@ -443,6 +458,15 @@ EXCLUSIONS: dict[str, str] = {
     ),
     "specroute_gateway_e2e_seconds": f"{BEFORE_ROUTING}; client errors (a 4xx after routing)",
     "specroute_gateway_decisions": "requests refused before a decision (bad key, body, model)",
+    "specroute_gateway_depth_switches": (
+        "rollouts without a depth ladder; requests the ladder leaves alone (baseline, "
+        "fallback, mirrored and paired-check copies); an acceptance reset on the default "
+        "rung (no switch)"
+    ),
+    "specroute_gateway_depth_rung_k": (
+        "rollouts without a depth ladder; ladders that have served no spec request in "
+        "this process since it started or the ladder changed"
+    ),
     "specroute_gateway_snapshot_version": "—",
     "specroute_gateway_snapshot_age_seconds": "—",
     "specroute_gateway_quota_store_failures": "tenants without a quota (never checked)",

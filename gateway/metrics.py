@@ -243,6 +243,27 @@ class GatewayMetrics:
             bucket_labels,
             registry=r,
         )
+        self.depth_switches = Counter(
+            PREFIX + "depth_switches",
+            "Depth by load: switches of a segment's depth ladder to another rung, by the "
+            "rung's depth k and the reason: load (the per-worker load left the rung's band), "
+            "no_worker (the rung's pool had no usable worker), acceptance_reset (position-1 "
+            "acceptance moved sharply; back to the rollout's own pool). The ladder's first "
+            "request counts as a load switch when it leaves the default rung. Unit: "
+            "switches. Switches per hour: "
+            "sum by (segment) (increase(specroute_gateway_depth_switches_total[1h])).",
+            ["segment", "k", "reason"],
+            registry=r,
+        )
+        self.depth_rung = Gauge(
+            PREFIX + "depth_rung_k",
+            "Depth by load: the depth k of the rung a segment's depth ladder sends spec "
+            "requests to now (this process's ladder state; with several processes per "
+            "host, one series per process, pid label). Unit: draft tokens per step.",
+            ["segment"],
+            registry=r,
+            multiprocess_mode="liveall",
+        )
         latency_labels = ["segment", "arm"]
         self.ttft = Histogram(
             PREFIX + "ttft_seconds",
@@ -441,6 +462,13 @@ class GatewayMetrics:
     def observe_decision(self, reason: str, arm: Arm) -> None:
         self._child(self.decisions, reason, arm.value).inc()
 
+    def observe_depth_rung(self, segment: str | None, k: int, reason: str) -> None:
+        """A depth ladder's rung is now `k`: reason start (no switch), or the switch's."""
+        label = self.segments.resolve(segment or NONE)
+        if reason != "start":
+            self._child(self.depth_switches, label, str(k), reason).inc()
+        self._child(self.depth_rung, label).set(k)
+
     def observe_shadow(self, outcome: str) -> None:
         self.shadow_mirrors.labels(outcome).inc()
 
@@ -528,6 +556,8 @@ class GatewayMetrics:
             self.ttft,
             self.tpot,
             self.e2e,
+            self.depth_switches,
+            self.depth_rung,
         ):
             metric.remove_by_labels({"segment": segment})
 

@@ -54,7 +54,11 @@ class GatewayState:
         )
         self.shadow = ShadowMirrors(copies)
         self.pair_checks = PairChecks(copies)
-        self.depth = DepthRouter(self.balancer)
+        metrics = self.metrics
+        self.depth = DepthRouter(
+            self.balancer,
+            on_change=lambda c: metrics.observe_depth_rung(c.segment, c.to_k, c.reason),
+        )
 
     @property
     def engine(self) -> EngineClient:

@@ -9,11 +9,25 @@ from dataclasses import dataclass, field, replace
 
 from control.contract import Arm, DepthLadder, PolicySnapshot, PoolSnapshot
 from gateway.decision.decide import Decision
-from gateway.decision.depth import AcceptanceWatch, next_rung, rung_loads
+from gateway.decision.depth import UNUSABLE, AcceptanceWatch, next_rung, rung_loads
 from gateway.decision.reasons import DecisionReason as R
 from gateway.routing.balancer import Balancer
 
-SwitchHook = Callable[[int, int, int], None]  # rollout id, from k, to k
+
+@dataclass(frozen=True, slots=True)
+class RungChange:
+    """A ladder's rung as it changes: `reason` start (the ladder's first request, on its
+    default rung), load, no_worker (the rung's pool lost its usable workers) or
+    acceptance_reset; `from_k` is None at start."""
+
+    segment: str | None
+    rollout_id: int
+    from_k: int | None
+    to_k: int
+    reason: str
+
+
+RungHook = Callable[[RungChange], None]
 
 
 @dataclass(slots=True)
@@ -23,6 +37,7 @@ class LadderState:
     rung: int
     switched_at: float
     watch: AcceptanceWatch
+    segment: str | None = None  # the rollout's segment's name, for the metrics
     switches: int = 0
     resets: int = 0
     history: list[tuple[float, int]] = field(default_factory=list)  # (when, k) per switch
@@ -34,11 +49,11 @@ class DepthRouter:
         balancer: Balancer,
         *,
         clock: Callable[[], float] = time.monotonic,
-        on_switch: SwitchHook | None = None,
+        on_change: RungHook | None = None,
     ) -> None:
         self._balancer = balancer
         self._clock = clock
-        self._on_switch = on_switch
+        self._on_change = on_change
         self._states: dict[int, LadderState] = {}
 
     def state(self, rollout_id: int) -> LadderState | None:
@@ -58,18 +73,19 @@ class DepthRouter:
             return decision
         ladder = rollout.depth_ladder
         pools = [self._rung_pool(snapshot, decision, r.pool_id) for r in ladder.rungs]
-        state = self._state(rollout.id, rollout.spec_pool_id, ladder)
+        segment = decision.segment.name if decision.segment is not None else None
+        state = self._state(rollout.id, rollout.spec_pool_id, ladder, segment)
         if state is None:
             return decision
         outstanding = self._balancer.outstanding
         in_flight = sum(outstanding(w.id) for p in pools if p is not None for w in p.workers)
         usable = [len(p.healthy_workers()) if p is not None else 0 for p in pools]
         now = self._clock()
-        chosen = next_rung(
-            ladder, rung_loads(in_flight, usable), state.rung, now - state.switched_at
-        )
+        loads = rung_loads(in_flight, usable)
+        chosen = next_rung(ladder, loads, state.rung, now - state.switched_at)
         if chosen != state.rung:
-            self._switch(rollout.id, state, chosen, now)
+            reason = "no_worker" if loads[state.rung] == UNUSABLE else "load"
+            self._switch(rollout.id, state, chosen, now, reason)
         pool = pools[state.rung]
         if pool is None or pool.id == decision.pool.id:
             return decision
@@ -87,11 +103,13 @@ class DepthRouter:
         if state.watch.observe(first_position_accepted / drafts):
             state.resets += 1
             if state.rung != state.default:
-                self._switch(rollout_id, state, state.default, self._clock())
+                self._switch(rollout_id, state, state.default, self._clock(), "acceptance_reset")
             else:
                 state.switched_at = self._clock()
 
-    def _state(self, rollout_id: int, spec_pool_id: int, ladder: DepthLadder) -> LadderState | None:
+    def _state(
+        self, rollout_id: int, spec_pool_id: int, ladder: DepthLadder, segment: str | None
+    ) -> LadderState | None:
         """The rollout's state; a new one (on the default rung) when its ladder changed."""
         state = self._states.get(rollout_id)
         if state is not None and state.ladder == ladder:
@@ -106,18 +124,24 @@ class DepthRouter:
             # the first request picks by load at once
             switched_at=-math.inf,
             watch=AcceptanceWatch(threshold=ladder.acceptance_reset),
+            segment=segment,
         )
         self._states[rollout_id] = state
+        if self._on_change is not None:
+            k = ladder.rungs[spec_pool].num_speculative_tokens
+            self._on_change(RungChange(segment, rollout_id, None, k, "start"))
         return state
 
-    def _switch(self, rollout_id: int, state: LadderState, to: int, now: float) -> None:
+    def _switch(
+        self, rollout_id: int, state: LadderState, to: int, now: float, reason: str
+    ) -> None:
         was = state.ladder.rungs[state.rung].num_speculative_tokens
         state.rung, state.switched_at = to, now
         state.switches += 1
         k = state.ladder.rungs[to].num_speculative_tokens
         state.history.append((now, k))
-        if self._on_switch is not None:
-            self._on_switch(rollout_id, was, k)
+        if self._on_change is not None:
+            self._on_change(RungChange(state.segment, rollout_id, was, k, reason))
 
     @staticmethod
     def _rung_pool(

@@ -4,8 +4,10 @@ balancer's outstanding counts."""
 import itertools
 import math
 import random
+from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from control.contract import (
     Arm,
@@ -15,6 +17,7 @@ from control.contract import (
     PoolSnapshot,
     WorkerSpec,
 )
+from gateway.app import build_state
 from gateway.decision.decide import Decision, DecisionInput, decide
 from gateway.decision.depth import AcceptanceWatch, next_rung, rung_loads
 from gateway.decision.features import request_features
@@ -22,6 +25,8 @@ from gateway.decision.reasons import DecisionReason as R
 from gateway.proxy.schemas import ChatCompletionBody
 from gateway.routing.balancer import Balancer, Lease
 from gateway.routing.depth import DepthRouter
+from gateway.settings import GatewaySettings
+from gateway.state import GatewayState
 from tests.gateway.policy import PAIR_ID, SPEC_POOL, make_snapshot
 
 K5_POOL, K2_POOL = 4, 5
@@ -237,3 +242,75 @@ def test_router_resets_to_the_rollouts_pool_when_acceptance_moves() -> None:
     assert router.route(_decision(snap), snap).pool.id == SPEC_POOL  # the default rung
     clock.t = 106.0  # past the dwell: the load picks again
     assert router.route(_decision(snap), snap).pool.id == K5_POOL
+
+
+# --- the ladder's metrics, on the gateway's own wiring ----------------------------------
+
+
+def _samples(state: GatewayState, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    text = state.metrics.render()[0].decode()
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
+
+
+async def test_switches_and_the_current_rung_are_exported(tmp_path: Path) -> None:
+    state = build_state(GatewaySettings(snapshot_file=tmp_path / "s.json", gateway_id="t"))
+    try:
+        snap = _snapshot(_ladder(hysteresis=0.5, dwell=0.0))
+        leases: list[Lease] = []
+
+        def load(in_flight: int) -> int:
+            """Hold `in_flight` requests, then route one more; the k it got."""
+            while len(leases) > in_flight:
+                leases.pop().release()
+            while len(leases) < in_flight:
+                d = state.depth.route(_decision(snap), snap)
+                lease = state.balancer.acquire(d.pool, set())
+                assert lease is not None
+                leases.append(lease)
+            d = state.depth.route(_decision(snap), snap)
+            assert d.pair is not None
+            return d.pair.num_speculative_tokens
+
+        # two workers per rung: k=5 up to 2 (+-0.5) per worker, k=3 up to 6, then k=2
+        assert [load(n) for n in (0, 6, 14, 2)] == [5, 3, 2, 5]
+        segment = (("segment", "acme-chat"),)
+        switches = _samples(state, "specroute_gateway_depth_switches_total")
+        assert switches == {
+            (("k", "5"), ("reason", "load"), *segment): 2.0,  # the first request, and back
+            (("k", "3"), ("reason", "load"), *segment): 1.0,
+            (("k", "2"), ("reason", "load"), *segment): 1.0,
+        }
+        assert _samples(state, "specroute_gateway_depth_rung_k") == {segment: 5.0}
+
+        # load inside the bands does not switch: 3..5 in flight is 1.5..2.5 per worker
+        assert {load(n) for n in (3, 4, 5, 4, 3, 5)} == {5}
+        assert sum(_samples(state, "specroute_gateway_depth_switches_total").values()) == 4.0
+
+        # a sharp drop of position-1 acceptance: back to the rollout's own pool (k=3)
+        rollout_id = snap.rollouts[0].id
+        for rate in [8] * 100 + [3] * 100:
+            state.depth.observe(rollout_id, drafts=10, first_position_accepted=rate)
+        switches = _samples(state, "specroute_gateway_depth_switches_total")
+        assert switches[(("k", "3"), ("reason", "acceptance_reset"), *segment)] == 1.0
+        assert _samples(state, "specroute_gateway_depth_rung_k") == {segment: 3.0}
+
+        # the current rung's pool loses its workers: left at once, reason no_worker
+        gone = _snapshot(_ladder(hysteresis=0.5, dwell=0.0))
+        spec = next(p for p in gone.pools if p.id == SPEC_POOL)
+        sick = [w.model_copy(update={"healthy": False}) for w in spec.workers]
+        pools = [p.model_copy(update={"workers": sick}) if p is spec else p for p in gone.pools]
+        gone = gone.model_copy(update={"pools": pools})
+        for lease in leases:
+            lease.release()
+        leases.clear()
+        assert state.depth.route(_decision(gone), gone).pool.id != SPEC_POOL
+        switches = _samples(state, "specroute_gateway_depth_switches_total")
+        assert switches[(("k", "5"), ("reason", "no_worker"), *segment)] == 1.0
+        assert _samples(state, "specroute_gateway_depth_rung_k") == {segment: 5.0}
+    finally:
+        await state.control_client.aclose()
