@@ -28,6 +28,13 @@ class NotFound(ControlError):
     code = "not_found"
 
 
+class Missing(NotFound):
+    """404 with code `<entity>_not_found`."""
+
+    def __init__(self, entity: str, message: str) -> None:
+        super().__init__(message, code=f"{entity}_not_found")
+
+
 class Conflict(ControlError):
     status_code = 409
     error_type = "conflict_error"

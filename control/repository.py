@@ -1,18 +1,29 @@
 """SQL every domain shares: a row by primary key, deleting one, listing filters and
-pages, and the stored response of an Idempotency-Key."""
+pages, the compare-and-set on a version, the stored response of an Idempotency-Key,
+and `Repository`, the get / list / create of one model."""
 
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Select, select
+from sqlalchemy import ColumnElement, Select, inspect, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from control.models import IdempotencyRecord
+from control.errors import Missing
+from control.models import Base, IdempotencyRecord, utcnow
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Base)
 
 
 def get_row(session: Session, model: type[T], ident: Any) -> T | None:
     return session.get(model, ident)
+
+
+def add_row(session: Session, row: T) -> T:
+    """Add and flush, so the row has its id and its defaults."""
+    session.add(row)
+    session.flush()
+    return row
 
 
 def delete_row(session: Session, row: object) -> None:
@@ -38,7 +49,7 @@ def equal_to(*pairs: tuple[InstrumentedAttribute[Any], Any]) -> list[ColumnEleme
 def oldest_first(
     session: Session,
     query: Select[T],
-    id_column: InstrumentedAttribute[int],
+    id_column: InstrumentedAttribute[int] | ColumnElement[int],
     *,
     cursor: str | None,
     limit: int,
@@ -53,7 +64,7 @@ def oldest_first(
 def newest_first(
     session: Session,
     query: Select[T],
-    id_column: InstrumentedAttribute[int],
+    id_column: InstrumentedAttribute[int] | ColumnElement[int],
     *,
     cursor: str | None,
     limit: int,
@@ -62,3 +73,71 @@ def newest_first(
     if cursor:
         query = query.where(id_column < int(cursor))
     return list(session.scalars(query.order_by(id_column.desc()).limit(limit + 1)))
+
+
+def compare_and_set(
+    session: Session, model: type[Any], ident: int, expected_version: int, values: Mapping[str, Any]
+) -> bool:
+    """UPDATE … SET …, version = version + 1 WHERE id = :id AND version = :expected;
+    False on a lost race.
+
+    The row lock taken by the UPDATE serialises concurrent writers; the loser
+    re-reads the new version, matches no row, and gets False.
+    """
+    columns = inspect(model).columns
+    result = session.execute(
+        update(model)
+        .where(columns["id"] == ident, columns["version"] == expected_version)
+        .values(**values, version=columns["version"] + 1, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+class Repository(Generic[M]):
+    """The reads and the insert every admin resource has, for one model keyed by `id`
+    (in the spirit of Polar's RepositoryBase): one row or None, one row or the typed
+    404 `<entity>_not_found`, one row by name, a cursor page, and create.
+
+    `label` names the entity in the 404's message ("threshold set 7 does not
+    exist"); by default the entity with spaces for underscores."""
+
+    def __init__(self, model: type[M], entity: str, *, label: str | None = None) -> None:
+        self.model = model
+        self.entity = entity
+        self.label = label or entity.replace("_", " ")
+
+    def get(self, session: Session, ident: int) -> M | None:
+        return session.get(self.model, ident)
+
+    def get_or_raise(self, session: Session, ident: int) -> M:
+        """The row, or Missing (404 `<entity>_not_found`)."""
+        row = session.get(self.model, ident)
+        if row is None:
+            raise Missing(self.entity, f"{self.label} {ident} does not exist")
+        return row
+
+    def one_or_none(self, session: Session, *where: ColumnElement[bool]) -> M | None:
+        return session.scalar(select(self.model).where(*where))
+
+    def by_name(self, session: Session, name: str) -> M | None:
+        return session.scalar(select(self.model).filter_by(name=name))
+
+    def page(
+        self,
+        session: Session,
+        *where: ColumnElement[bool],
+        cursor: str | None,
+        limit: int,
+        query: Select[M] | None = None,
+        newest: bool = False,
+    ) -> list[M]:
+        """Up to `limit + 1` rows matching `where` past the cursor, in id order (newest
+        first when `newest`); `query` replaces `SELECT model` (to load relations)."""
+        base = (select(self.model) if query is None else query).where(*where)
+        order = newest_first if newest else oldest_first
+        return order(session, base, inspect(self.model).columns["id"], cursor=cursor, limit=limit)
+
+    def create(self, session: Session, row: M) -> M:
+        """Add and flush, so the row has its id and its defaults."""
+        return add_row(session, row)

@@ -4,10 +4,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.domain import InUse, NameTaken, found, record_change
-from control.errors import stale_version
+from control.domain import Change, InUse, NameTaken, create_recorded
 from control.models import Segment
-from control.repository import delete_row
 from control.segments import repository as repo
 from control.segments.schemas import SegmentCreate, SegmentUpdate
 
@@ -26,13 +24,11 @@ def segment_state(segment: Segment) -> dict[str, Any]:
 
 
 def get_segment(session: Session, segment_id: int) -> Segment:
-    return found(
-        repo.get_segment(session, segment_id), "segment", f"segment {segment_id} does not exist"
-    )
+    return repo.SEGMENTS.get_or_raise(session, segment_id)
 
 
 def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segment:
-    if repo.segment_by_name(session, body.name) is not None:
+    if repo.SEGMENTS.by_name(session, body.name) is not None:
         raise NameTaken("segment", f"a segment named {body.name!r} exists")
     segment = Segment(
         name=body.name,
@@ -44,26 +40,13 @@ def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segm
         tpot_slo_p95_s=body.tpot_slo_p95_s,
         version=1,
     )
-    session.add(segment)
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="segment.create",
-        entity_type="segment",
-        entity_id=segment.id,
-        after=segment_state(segment),
-    )
-    return segment
+    return create_recorded(session, segment, entity="segment", state=segment_state, actor=actor)
 
 
 def update_segment(
     session: Session, segment_id: int, body: SegmentUpdate, *, expected_version: int, actor: str
 ) -> Segment:
-    segment = get_segment(session, segment_id)
-    if segment.version != expected_version:
-        raise stale_version("segment", segment.id, segment.version, expected_version)
-    before = segment_state(segment)
+    change = _change(session, segment_id, expected_version)
     values: dict[str, Any] = {}
     if body.description is not None:
         values["description"] = body.description
@@ -78,38 +61,21 @@ def update_segment(
         values["ttft_slo_p95_s"] = body.ttft_slo_p95_s
     if body.tpot_slo_p95_s is not None:
         values["tpot_slo_p95_s"] = body.tpot_slo_p95_s
-    if not repo.compare_and_set(session, segment_id, expected_version, values):
-        session.refresh(segment)
-        raise stale_version("segment", segment.id, segment.version, expected_version)
-    session.refresh(segment)
-    record_change(
-        session,
-        actor=actor,
-        action="segment.update",
-        entity_type="segment",
-        entity_id=segment.id,
-        before=before,
-        after=segment_state(segment),
-    )
-    return segment
+    return change.save(values, actor=actor)
 
 
 def delete_segment(
     session: Session, segment_id: int, *, expected_version: int | None, actor: str
 ) -> None:
-    segment = get_segment(session, segment_id)
-    if expected_version is not None and segment.version != expected_version:
-        raise stale_version("segment", segment.id, segment.version, expected_version)
+    change = _change(session, segment_id, expected_version)
     users = repo.rollouts_of(session, segment_id)
     if users:
         raise InUse("segment", f"rollouts {', '.join(users)} target this segment", users)
-    before = segment_state(segment)
-    delete_row(session, segment)
-    record_change(
-        session,
-        actor=actor,
-        action="segment.delete",
-        entity_type="segment",
-        entity_id=segment_id,
-        before=before,
+    change.delete(actor=actor)
+
+
+def _change(session: Session, segment_id: int, expected_version: int | None) -> Change[Segment]:
+    segment = get_segment(session, segment_id)
+    return Change.start(
+        session, segment, entity="segment", state=segment_state, expected_version=expected_version
     )
