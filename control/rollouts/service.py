@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 from control.audit.service import record_audit
 from control.contract import EXPOSING_STATES, DepthLadder, DepthRung, RolloutState
 from control.decisions.record import render_manual
-from control.domain import NameTaken, found, record_change
-from control.errors import Conflict, InvalidRequest, stale_version
+from control.domain import Change, NameTaken, create_recorded
+from control.errors import Conflict, InvalidRequest
 from control.models import Decision, PairVersion, Pool, Rollout, Segment, ThresholdSet, utcnow
-from control.repository import delete_row, get_row
+from control.repository import get_row
 from control.rollouts import repository as repo
 from control.rollouts.blocking import blocked
 from control.rollouts.gates import GateResult, StageGate, offline_gate
@@ -103,8 +103,13 @@ def rollout_state(r: Rollout) -> dict[str, Any]:
 
 
 def get_rollout(session: Session, rollout_id: int) -> Rollout:
-    return found(
-        repo.get_rollout(session, rollout_id), "rollout", f"rollout {rollout_id} does not exist"
+    return repo.ROLLOUTS.get_or_raise(session, rollout_id)
+
+
+def _change(session: Session, rollout_id: int, expected_version: int | None) -> Change[Rollout]:
+    rollout = get_rollout(session, rollout_id)
+    return Change.start(
+        session, rollout, entity="rollout", state=rollout_state, expected_version=expected_version
     )
 
 
@@ -118,7 +123,7 @@ def _require(session: Session, model: type[Any], ident: int, param: str) -> Any:
 def create_rollout(
     session: Session, body: RolloutCreate, *, actor: str, model_roots: Sequence[Path]
 ) -> Rollout:
-    if repo.rollout_by_name(session, body.name) is not None:
+    if repo.ROLLOUTS.by_name(session, body.name) is not None:
         raise NameTaken("rollout", f"a rollout named {body.name!r} exists")
     _require(session, Segment, body.segment_id, "segment_id")
     version: PairVersion = _require(session, PairVersion, body.pair_version_id, "pair_version_id")
@@ -153,26 +158,14 @@ def create_rollout(
         cohort_salt=secrets.token_hex(16),
         version=1,
     )
-    session.add(rollout)
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="rollout.create",
-        entity_type="rollout",
-        entity_id=rollout.id,
-        after=rollout_state(rollout),
-    )
-    return rollout
+    return create_recorded(session, rollout, entity="rollout", state=rollout_state, actor=actor)
 
 
 def update_rollout(
     session: Session, rollout_id: int, body: RolloutUpdate, *, expected_version: int, actor: str
 ) -> Rollout:
-    rollout = get_rollout(session, rollout_id)
-    if rollout.version != expected_version:
-        raise stale_version("rollout", rollout.id, rollout.version, expected_version)
-    before = rollout_state(rollout)
+    change = _change(session, rollout_id, expected_version)
+    rollout = change.row
     values: dict[str, Any] = {}
     if body.stages is not None:
         values["stages"] = body.stages
@@ -182,20 +175,7 @@ def update_rollout(
     if "depth_ladder" in body.model_fields_set:
         ladder = body.depth_ladder
         values["depth_ladder"] = None if ladder is None else _depth_ladder(session, rollout, ladder)
-    if not repo.compare_and_set(session, rollout_id, expected_version, values):
-        session.refresh(rollout)
-        raise stale_version("rollout", rollout.id, rollout.version, expected_version)
-    session.refresh(rollout)
-    record_change(
-        session,
-        actor=actor,
-        action="rollout.update",
-        entity_type="rollout",
-        entity_id=rollout.id,
-        before=before,
-        after=rollout_state(rollout),
-    )
-    return rollout
+    return change.save(values, actor=actor)
 
 
 # The fields of sibling pair versions that must be equal on a depth ladder: everything
@@ -293,10 +273,8 @@ def transition_rollout(
     MissingEvidence (409, naming the evidence a `start` lacks) and
     BlockingCaseRegression (409, naming the blocking cases that regressed).
     """
-    rollout = get_rollout(session, rollout_id)
-    if expected_version is not None and rollout.version != expected_version:
-        raise stale_version("rollout", rollout.id, rollout.version, expected_version)
-    read_version = rollout.version
+    change = _change(session, rollout_id, expected_version)
+    rollout = change.row
     try:
         step = plan(
             action,
@@ -320,7 +298,6 @@ def transition_rollout(
         evidence = {**gate_evidence, **(evidence or {})}
         if "waived" in gate_evidence and not (reason and reason.strip()):
             raise InvalidRequest("waiving evidence needs a reason", details={"param": "reason"})
-    before = rollout_state(rollout)
     values: dict[str, Any] = {
         "state": step.to_state.value,
         "percentage": step.to_percentage,
@@ -337,10 +314,7 @@ def transition_rollout(
         values["disabled_reason"] = (kind or reason or "manual")[:100]
     elif step.to_state is not RolloutState.PAUSED:
         values["disabled_reason"] = None
-    if not repo.compare_and_set(session, rollout_id, read_version, values):
-        session.refresh(rollout)
-        raise stale_version("rollout", rollout.id, rollout.version, read_version)
-    session.refresh(rollout)
+    change.apply(values)
     decision = Decision(
         rollout_id=rollout.id,
         kind=kind or f"manual_{action.value}",
@@ -359,16 +333,7 @@ def transition_rollout(
     # Every flip gets its record; the automation replaces this one with its own,
     # rendered from the evidence its rule saw.
     decision.record_markdown = render_manual(rollout, decision, reason)
-    record_change(
-        session,
-        actor=actor,
-        action=f"rollout.{action.value}",
-        entity_type="rollout",
-        entity_id=rollout.id,
-        before=before,
-        after=rollout_state(rollout),
-        reason=reason,
-    )
+    change.record(actor=actor, action=f"rollout.{action.value}", reason=reason)
     if evidence and evidence.get("waived"):
         # A waiver is its own audit event, so overrides can be listed and reviewed.
         record_audit(
@@ -386,21 +351,10 @@ def transition_rollout(
 def delete_rollout(
     session: Session, rollout_id: int, *, expected_version: int | None, actor: str
 ) -> None:
-    rollout = get_rollout(session, rollout_id)
-    if expected_version is not None and rollout.version != expected_version:
-        raise stale_version("rollout", rollout.id, rollout.version, expected_version)
+    change = _change(session, rollout_id, expected_version)
     # NOTE: only drafts go; a rollout that ever moved keeps its decisions as history.
-    if rollout.state != RolloutState.DRAFT.value:
+    if change.row.state != RolloutState.DRAFT.value:
         raise RolloutConflict(
-            f"rollout in state {rollout.state} cannot be deleted; only drafts can"
+            f"rollout in state {change.row.state} cannot be deleted; only drafts can"
         )
-    before = rollout_state(rollout)
-    delete_row(session, rollout)
-    record_change(
-        session,
-        actor=actor,
-        action="rollout.delete",
-        entity_type="rollout",
-        entity_id=rollout_id,
-        before=before,
-    )
+    change.delete(actor=actor)

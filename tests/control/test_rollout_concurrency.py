@@ -10,10 +10,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from control import repository as repo
 from control.db import Database
 from control.errors import PreconditionFailed
 from control.models import AuditEvent, Decision, IdempotencyRecord, Pair, Rollout
-from control.rollouts import repository as repo
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from tests.control.conftest import WAIVE_ALL, seed
