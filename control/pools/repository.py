@@ -1,10 +1,12 @@
-"""SQL for pools."""
+"""SQL for pools (reads and create through `POOLS`)."""
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from control.models import Pool, Rollout
-from control.repository import equal_to, oldest_first
+from control.repository import Repository, equal_to
+
+POOLS = Repository(Pool, "pool")
 
 
 def page_pools(
@@ -15,20 +17,13 @@ def page_pools(
     cursor: str | None,
     limit: int,
 ) -> list[Pool]:
-    query = (
-        select(Pool)
-        .options(selectinload(Pool.workers))
-        .where(*equal_to((Pool.name, name), (Pool.served_model_name, served_model_name)))
+    return POOLS.page(
+        session,
+        *equal_to((Pool.name, name), (Pool.served_model_name, served_model_name)),
+        query=select(Pool).options(selectinload(Pool.workers)),
+        cursor=cursor,
+        limit=limit,
     )
-    return oldest_first(session, query, Pool.id, cursor=cursor, limit=limit)
-
-
-def get_pool(session: Session, pool_id: int) -> Pool | None:
-    return session.get(Pool, pool_id)
-
-
-def pool_by_name(session: Session, name: str) -> Pool | None:
-    return session.scalar(select(Pool).where(Pool.name == name))
 
 
 def rollouts_using(session: Session, pool_id: int) -> list[str]:

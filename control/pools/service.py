@@ -8,12 +8,12 @@ from sqlalchemy.orm import Session
 
 from control.contract.engine_args import EngineArgRefused, check_engine_args
 from control.credentials import revoke_enrolments
-from control.domain import InUse, NameTaken, found, record_change
-from control.errors import InvalidRequest, stale_version
+from control.domain import Change, InUse, NameTaken, create_recorded
+from control.errors import InvalidRequest
 from control.models import PairVersion, Pool, utcnow
 from control.pools import repository as repo
 from control.pools.schemas import PoolCreate, PoolUpdate
-from control.repository import delete_row, get_row
+from control.repository import get_row
 from control.rollouts.targets import check_same_target
 
 
@@ -46,14 +46,21 @@ def check_pool_engine_args(engine_args: dict[str, Any], model_roots: Sequence[Pa
 
 
 def get_pool(session: Session, pool_id: int) -> Pool:
-    return found(repo.get_pool(session, pool_id), "pool", f"pool {pool_id} does not exist")
+    return repo.POOLS.get_or_raise(session, pool_id)
+
+
+def _change(session: Session, pool_id: int, expected_version: int | None) -> Change[Pool]:
+    pool = get_pool(session, pool_id)
+    return Change.start(
+        session, pool, entity="pool", state=pool_state, expected_version=expected_version
+    )
 
 
 def create_pool(
     session: Session, body: PoolCreate, *, actor: str, model_roots: Sequence[Path]
 ) -> Pool:
     check_pool_engine_args(body.engine_args, model_roots)
-    if repo.pool_by_name(session, body.name) is not None:
+    if repo.POOLS.by_name(session, body.name) is not None:
         raise NameTaken("pool", f"a pool named {body.name!r} exists")
     if body.pair_version_id is not None:
         version = get_row(session, PairVersion, body.pair_version_id)
@@ -81,17 +88,7 @@ def create_pool(
         engine_args=body.engine_args,
         desired_workers=body.desired_workers,
     )
-    session.add(pool)
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="pool.create",
-        entity_type="pool",
-        entity_id=pool.id,
-        after=pool_state(pool),
-    )
-    return pool
+    return create_recorded(session, pool, entity="pool", state=pool_state, actor=actor)
 
 
 def update_pool(
@@ -103,53 +100,31 @@ def update_pool(
     model_roots: Sequence[Path],
     expected_version: int | None,
 ) -> Pool:
-    pool = get_pool(session, pool_id)
-    if expected_version is not None and pool.version != expected_version:
-        raise stale_version("pool", pool.id, pool.version, expected_version)
-    before = pool_state(pool)
+    change = _change(session, pool_id, expected_version)
+    pool = change.row
+    values: dict[str, Any] = {}
     if body.engine_args is not None:
         check_pool_engine_args(body.engine_args, model_roots)
-        pool.engine_args = body.engine_args
+        values["engine_args"] = body.engine_args
     if body.desired_workers is not None:
-        pool.desired_workers = body.desired_workers
-    session.flush()
+        values["desired_workers"] = body.desired_workers
+    change.apply(values)
     if body.engine_args is not None:
         # NOTE: engine_args carry the pool's lora-modules: its rollouts' arms must still
         # serve the same adapter set (and target) after the change; a 422 rolls it back.
         for rollout in repo.live_rollouts_using(session, pool.id):
             check_same_target(rollout.spec_pool, rollout.baseline_pool, model_roots=model_roots)
-    record_change(
-        session,
-        actor=actor,
-        action="pool.update",
-        entity_type="pool",
-        entity_id=pool.id,
-        before=before,
-        after=pool_state(pool),
-    )
-    return pool
+    return change.record(actor=actor)
 
 
 def delete_pool(
     session: Session, pool_id: int, *, actor: str, expected_version: int | None
 ) -> None:
-    pool = get_pool(session, pool_id)
-    if expected_version is not None and pool.version != expected_version:
-        raise stale_version("pool", pool.id, pool.version, expected_version)
+    change = _change(session, pool_id, expected_version)
     users = repo.rollouts_using(session, pool_id)
     if users:
         raise InUse("pool", f"rollouts {', '.join(users)} use this pool", users)
-    before = pool_state(pool)
     # NOTE: an agent token is good for its pool only; with the pool gone it is good for
     # nothing, so it is revoked with it (and the uid check refuses it regardless).
-    revoked = revoke_enrolments(session, pool.uid, utcnow())
-    delete_row(session, pool)
-    record_change(
-        session,
-        actor=actor,
-        action="pool.delete",
-        entity_type="pool",
-        entity_id=pool_id,
-        before=before,
-        after={"revoked_agent_tokens": revoked} if revoked else None,
-    )
+    revoked = revoke_enrolments(session, change.row.uid, utcnow())
+    change.delete(actor=actor, after={"revoked_agent_tokens": revoked} if revoked else None)
