@@ -1,38 +1,44 @@
-"""SQL for pairs and pair versions."""
+"""SQL for pairs and pair versions (reads and create through `PAIRS` and
+`PAIR_VERSIONS`)."""
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from control.contract import EXPOSING_STATES
 from control.models import DepthRecommendation, Pair, PairVersion, Rollout
-from control.repository import equal_to, oldest_first
+from control.repository import Repository, equal_to
+
+PAIRS = Repository(Pair, "pair")
+# NOTE: a pair version's `version` is its number within the pair, not an ETag: it is
+# never compare-and-set (control.domain.Change is for pairs, not their versions).
+PAIR_VERSIONS = Repository(PairVersion, "pair_version")
 
 
 def page_pairs(session: Session, *, name: str | None, cursor: str | None, limit: int) -> list[Pair]:
-    query = select(Pair).options(selectinload(Pair.versions)).where(*equal_to((Pair.name, name)))
-    return oldest_first(session, query, Pair.id, cursor=cursor, limit=limit)
+    return PAIRS.page(
+        session,
+        *equal_to((Pair.name, name)),
+        query=select(Pair).options(selectinload(Pair.versions)),
+        cursor=cursor,
+        limit=limit,
+    )
 
 
 def page_versions(
     session: Session, pair_id: int, *, status: str | None, cursor: str | None, limit: int
 ) -> list[PairVersion]:
-    query = select(PairVersion).where(
-        PairVersion.pair_id == pair_id, *equal_to((PairVersion.status, status))
+    return PAIR_VERSIONS.page(
+        session,
+        PairVersion.pair_id == pair_id,
+        *equal_to((PairVersion.status, status)),
+        cursor=cursor,
+        limit=limit,
     )
-    return oldest_first(session, query, PairVersion.id, cursor=cursor, limit=limit)
-
-
-def get_pair(session: Session, pair_id: int) -> Pair | None:
-    return session.get(Pair, pair_id)
-
-
-def pair_by_name(session: Session, name: str) -> Pair | None:
-    return session.scalar(select(Pair).where(Pair.name == name))
 
 
 def get_version(session: Session, pair_id: int, version_id: int) -> PairVersion | None:
-    return session.scalar(
-        select(PairVersion).where(PairVersion.pair_id == pair_id, PairVersion.id == version_id)
+    return PAIR_VERSIONS.one_or_none(
+        session, PairVersion.pair_id == pair_id, PairVersion.id == version_id
     )
 
 

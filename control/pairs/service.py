@@ -6,14 +6,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.domain import InUse, NameTaken, found, record_change
-from control.errors import Conflict, stale_version
+from control.domain import Change, InUse, NameTaken, create_recorded, found, record_change
+from control.errors import Conflict
 from control.models import Pair, PairVersion, utcnow
 from control.pairs import repository as repo
 from control.pairs.artifacts import check_adapter, check_artifacts
 from control.pairs.schemas import PairCreate, PairUpdate, PairVersionCreate
 from control.pairs.schemas import PairVersion as PairVersionOut
-from control.repository import delete_row
 
 
 def _pair_state(pair: Pair) -> dict[str, Any]:
@@ -25,7 +24,14 @@ def _version_state(version: PairVersion) -> dict[str, Any]:
 
 
 def get_pair(session: Session, pair_id: int) -> Pair:
-    return found(repo.get_pair(session, pair_id), "pair", f"pair {pair_id} does not exist")
+    return repo.PAIRS.get_or_raise(session, pair_id)
+
+
+def _change(session: Session, pair_id: int, expected_version: int | None) -> Change[Pair]:
+    pair = get_pair(session, pair_id)
+    return Change.start(
+        session, pair, entity="pair", state=_pair_state, expected_version=expected_version
+    )
 
 
 def get_version(session: Session, pair_id: int, version_id: int) -> PairVersion:
@@ -37,63 +43,29 @@ def get_version(session: Session, pair_id: int, version_id: int) -> PairVersion:
 
 
 def create_pair(session: Session, body: PairCreate, *, actor: str) -> Pair:
-    if repo.pair_by_name(session, body.name) is not None:
+    if repo.PAIRS.by_name(session, body.name) is not None:
         raise NameTaken("pair", f"a pair named {body.name!r} exists")
     pair = Pair(name=body.name, description=body.description)
-    session.add(pair)
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="pair.create",
-        entity_type="pair",
-        entity_id=pair.id,
-        after=_pair_state(pair),
-    )
-    return pair
+    return create_recorded(session, pair, entity="pair", state=_pair_state, actor=actor)
 
 
 def update_pair(
     session: Session, pair_id: int, body: PairUpdate, *, actor: str, expected_version: int | None
 ) -> Pair:
-    pair = get_pair(session, pair_id)
-    if expected_version is not None and pair.version != expected_version:
-        raise stale_version("pair", pair.id, pair.version, expected_version)
-    before = _pair_state(pair)
-    pair.description = body.description
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="pair.update",
-        entity_type="pair",
-        entity_id=pair.id,
-        before=before,
-        after=_pair_state(pair),
-    )
-    return pair
+    change = _change(session, pair_id, expected_version)
+    return change.save({"description": body.description}, actor=actor)
 
 
 def delete_pair(
     session: Session, pair_id: int, *, actor: str, expected_version: int | None
 ) -> None:
-    pair = get_pair(session, pair_id)
-    if expected_version is not None and pair.version != expected_version:
-        raise stale_version("pair", pair.id, pair.version, expected_version)
-    if pair.versions:
+    change = _change(session, pair_id, expected_version)
+    if change.row.versions:
         raise Conflict(
-            f"pair {pair.name!r} has versions; retire them instead", code="pair_has_versions"
+            f"pair {change.row.name!r} has versions; retire them instead",
+            code="pair_has_versions",
         )
-    before = _pair_state(pair)
-    delete_row(session, pair)
-    record_change(
-        session,
-        actor=actor,
-        action="pair.delete",
-        entity_type="pair",
-        entity_id=pair_id,
-        before=before,
-    )
+    change.delete(actor=actor)
 
 
 def register_version(
@@ -127,17 +99,9 @@ def register_version(
         capabilities=body.capabilities.model_dump(),
         status="active",
     )
-    session.add(version)
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="pair_version.create",
-        entity_type="pair_version",
-        entity_id=version.id,
-        after=_version_state(version),
+    return create_recorded(
+        session, version, entity="pair_version", state=_version_state, actor=actor
     )
-    return version
 
 
 def retire_version(
