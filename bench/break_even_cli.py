@@ -24,11 +24,11 @@ from rich.progress import Progress, TaskID
 
 from bench.break_even import ArmServer, Cell, Segment, predicted_speedup, run_cell, speedups
 from bench.results import load_note, write_section
-from control.contract import PoolSpec, SpeculativeConfig
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.local import TEST_ENGINE_ARGS, tiny_baseline_pool, tiny_spec_pool
 from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS
 from engine.pools.server import ServerStartError, VllmServer
+from specwire import PoolSpec, SpeculativeConfig
 
 SECTION = "## Break-even (open loop)"
 ENGINE_CORE = 0

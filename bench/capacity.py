@@ -39,11 +39,11 @@ import psutil
 import psycopg
 
 from bench.provision import post_json, register_tiny_pair
-from control.contract import Arm, TelemetryBatch
-from control.contract.requests import RequestRecordDoc
-from control.contract.telemetry import TelemetryWindow
 from demo.processes import ProcessStack, wait_http_ok
 from engine.pools.local import tiny_pair_dir
+from specwire import Arm, TelemetryBatch
+from specwire.requests import RequestRecordDoc
+from specwire.telemetry import TelemetryWindow
 
 PG = os.environ.get("SPECROUTE_FLEET_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 

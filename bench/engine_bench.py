@@ -31,12 +31,12 @@ from pathlib import Path
 
 import httpx
 
-from control.contract import PoolSpec, SpecCounters
 from engine.agent.metrics import parse_engine_metrics
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.local import tiny_baseline_pool, tiny_pair_dir, tiny_spec_pool
 from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS
 from engine.pools.server import VllmServer
+from specwire import PoolSpec, SpecCounters
 
 K = 3
 ENGINE_CORE = 0

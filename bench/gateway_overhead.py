@@ -48,7 +48,7 @@ import numpy as np
 import psutil
 import uvloop
 
-from control.contract import PolicySnapshot, PoolSnapshot, TenantSpec, WorkerSpec
+from specwire import PolicySnapshot, PoolSnapshot, TenantSpec, WorkerSpec
 
 T = TypeVar("T")
 MODEL = "bench-model"

@@ -31,9 +31,9 @@ import numpy as np
 from bench.results import write_section
 from control.automation.budget import family_alpha
 from control.automation.contract import contract_guard
-from control.contract import OutputContractCounts
 from control.models import ThresholdSet
 from control.stats.sequential import rate_log_evidence
+from specwire import OutputContractCounts
 
 SECTION = "## Output contract in production"
 

@@ -25,11 +25,11 @@ from rich.progress import Progress
 
 from bench.results import load_note, write_section
 from bench.streams import CellStreams, measure_streams
-from control.contract import PoolSpec
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.local import tiny_baseline_pool, tiny_pair_dir, tiny_spec_pool
 from engine.pools.probe_prompts import CODE_PROMPTS
 from engine.pools.server import VllmServer
+from specwire import PoolSpec
 
 SECTION = "## Fair streams"
 ENGINE_ARGS: dict[str, object] = {"max-model-len": 512, "max-num-seqs": 32}

@@ -15,11 +15,11 @@ from control.api.query import reject_unknown_query
 from control.api.request_gate import ADMIN_PREFIX, RequestGate, install_auth_failures
 from control.api.request_id import RequestIdMiddleware
 from control.automation.dispatch import GuardDispatch
-from control.contract import INTERNAL_PREFIX
 from control.db import Database
 from control.health import router as health_router
 from control.observability import install_metrics
 from control.settings import ControlSettings, get_settings
+from specwire import INTERNAL_PREFIX
 
 log = logging.getLogger("specroute.control")
 

@@ -20,18 +20,18 @@ from sqlalchemy.orm import Session
 
 from control import observability_queries as q
 from control.clock import now
-from control.contract import (
+from control.db import Database
+from control.errors import Unauthorized
+from control.observability_engine import engine_telemetry_families
+from control.requests.acceptance import acceptance_by_adapter
+from control.snapshot.version import current_snapshot_version
+from specwire import (
     DEFAULT_TPOT_SLO_S,
     DEFAULT_TTFT_SLO_S,
     OVERFLOW_LABEL,
     UNSEGMENTED_LABEL,
     RolloutState,
 )
-from control.db import Database
-from control.errors import Unauthorized
-from control.observability_engine import engine_telemetry_families
-from control.requests.acceptance import acceptance_by_adapter
-from control.snapshot.version import current_snapshot_version
 
 PREFIX = "specroute_control_"
 # Acceptance per adapter is exported over this trailing window of request records.

@@ -1,4 +1,4 @@
-"""The engine telemetry the agents heartbeat (control.contract.EngineTelemetry), as
+"""The engine telemetry the agents heartbeat (specwire.EngineTelemetry), as
 Prometheus families: engine steps, decode time, KV blocks and the host's energy.
 
 vLLM 0.32 exports no draft or verification time; the decode seconds cover both, and

@@ -7,10 +7,10 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from control.contract import QuotaWeights
-from control.contract.admin_client import DEV_ADMIN_TOKEN as DEV_ADMIN_TOKEN
-from control.contract.logs import LogFormat
-from engine.artifacts import default_model_roots
+from specwire import QuotaWeights
+from specwire.admin_client import DEV_ADMIN_TOKEN as DEV_ADMIN_TOKEN
+from specwire.artifacts import default_model_roots
+from specwire.logs import LogFormat
 
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
 

@@ -14,9 +14,9 @@ the gateway measured.
 from dataclasses import dataclass, field
 from typing import Any
 
-from control.contract.admin_client import AdminClient as AdminClient
 from engine.pools.probe_prompts import CODE_PROMPTS, PROSE_PROMPTS
 from engine.tiny.styles import rot13
+from specwire.admin_client import AdminClient as AdminClient
 
 PAIR_NAME = "tiny"
 SERVED_MODEL = "tiny"

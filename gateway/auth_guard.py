@@ -1,12 +1,12 @@
 """Failed API-key authentication, counted and rate-limited per source address
-(the rule is control.contract.auth_throttle's, shared with control)."""
+(the rule is specwire.auth_throttle's, shared with control)."""
 
 from dataclasses import dataclass
 
-from control.contract.auth_throttle import REASON_RATE_LIMITED, AuthFailureLimiter
 from gateway.errors import AuthRateLimited
 from gateway.metrics import GatewayMetrics
 from gateway.settings import GatewaySettings
+from specwire.auth_throttle import REASON_RATE_LIMITED, AuthFailureLimiter
 
 
 @dataclass

@@ -44,10 +44,10 @@ def serve(
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    from control.contract.logs import uvicorn_json_config
-    from control.contract.tls import TLSConfigError, tls_options
     from gateway.app import create_app
     from gateway.settings import GatewaySettings, MissingToken
+    from specwire.logs import uvicorn_json_config
+    from specwire.tls import TLSConfigError, tls_options
 
     settings = GatewaySettings()
     try:

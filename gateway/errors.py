@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from control.contract.errors import ErrorBody
+from specwire.errors import ErrorBody
 
 log = logging.getLogger(__name__)
 

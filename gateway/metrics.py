@@ -21,10 +21,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from control.contract import LATENCY_BUCKETS_S, OVERFLOW_LABEL, UNSEGMENTED_LABEL, Arm
-from control.contract.auth_throttle import AUTH_FAILURE_REASONS
 from gateway.telemetry.positions import POSITION_LABELS, UNKNOWN
 from gateway.telemetry.record import RequestRecord
+from specwire import LATENCY_BUCKETS_S, OVERFLOW_LABEL, UNSEGMENTED_LABEL, Arm
+from specwire.auth_throttle import AUTH_FAILURE_REASONS
 
 PREFIX = "specroute_gateway_"
 OTHER = OVERFLOW_LABEL

@@ -20,7 +20,6 @@ from typing import Literal, cast
 
 from fastapi import Request, Response
 
-from control.contract import PolicySnapshot, RequestFeatures, TenantSpec
 from gateway.decision.decide import Decision, DecisionInput, Override, decide
 from gateway.decision.features import request_features, sampling_summary
 from gateway.errors import (
@@ -48,6 +47,7 @@ from gateway.quota.guarded import QuotaStoreUnavailable
 from gateway.quota.limiter import PROMPT_BYTES_PER_TOKEN, Reservation, admission_estimate
 from gateway.state import GatewayState
 from gateway.telemetry.record import RequestFacts, sampled
+from specwire import PolicySnapshot, RequestFeatures, TenantSpec
 
 log = logging.getLogger(__name__)
 

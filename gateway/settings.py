@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from control.contract.logs import LogFormat
+from specwire.logs import LogFormat
 
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
 

@@ -8,7 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("gateway", "control", "engine", "bench", "demo", "docs", "dashboards", "migrations")
+PACKAGES = (
+    "specwire",
+    "gateway",
+    "control",
+    "engine",
+    "bench",
+    "demo",
+    "docs",
+    "dashboards",
+    "migrations",
+)
 DOMAINS = {
     "audit",
     "automation",
@@ -121,8 +131,8 @@ def _type_checking_imports() -> dict[str, set[str]]:
 
 def test_the_walker_sees_the_tree() -> None:
     assert "control.app" in GRAPH and "gateway.app" in GRAPH
-    assert "control.contract" in GRAPH["gateway.app"] or any(
-        t.startswith("control.contract") for m in GRAPH if m.startswith("gateway") for t in GRAPH[m]
+    assert "specwire" in GRAPH["gateway.app"] or any(
+        t.startswith("specwire") for m in GRAPH if m.startswith("gateway") for t in GRAPH[m]
     )
 
 
@@ -139,24 +149,39 @@ def test_the_shadow_takes_its_collaborators_not_the_gateway_state() -> None:
     assert "gateway.proxy.shadow" in GRAPH["gateway.state"]
 
 
-def test_gateway_and_engine_import_only_the_contract_of_control() -> None:
+def test_gateway_and_engine_reach_each_other_and_control_only_through_the_floor() -> None:
     wrong = [
         (m, t)
         for m, t in _arrows()
         if m.split(".")[0] in ("gateway", "engine")
-        and t.split(".")[0] not in (m.split(".")[0],)
-        and not t.startswith("control.contract")
+        and t.split(".")[0] not in (m.split(".")[0], "specwire")
     ]
     assert wrong == []
 
 
-def test_the_contract_imports_nothing_else_of_the_project() -> None:
+def test_the_floor_imports_nothing_else_of_the_project() -> None:
+    # Lazy imports included: specwire must install and import on its own.
     wrong = [
         (m, t)
-        for m, t in _arrows()
-        if m.startswith("control.contract") and not t.startswith("control.contract")
+        for m, targets in sorted(GRAPH_WITH_LAZY.items())
+        for t in sorted(targets)
+        if m.startswith("specwire") and not t.startswith("specwire")
     ]
     assert wrong == []
+    assert {"specwire.telemetry", "specwire.artifacts", "specwire.prompts"} <= MODULES.keys()
+
+
+def test_control_never_imports_engine_not_even_lazily() -> None:
+    # The one arrow that ran back up (settings -> engine.artifacts for a default
+    # path, the CLI -> engine's prompt store) now points down at the floor.
+    wrong = [
+        (m, t)
+        for m, targets in sorted(GRAPH_WITH_LAZY.items())
+        for t in sorted(targets)
+        if m.startswith("control") and t.split(".")[0] == "engine"
+    ]
+    assert wrong == []
+    assert "specwire.artifacts" in GRAPH["control.settings"]
 
 
 def test_control_never_imports_gateway_bench_or_demo() -> None:

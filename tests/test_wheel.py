@@ -22,7 +22,7 @@ def test_the_wheel_holds_only_the_project_packages(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("specroute-*.whl")
     names = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
     tops = {n for n in names if not n.endswith(".dist-info")}
-    assert tops == {"gateway", "control", "engine", "migrations", "dashboards"}, names
+    assert tops == {"specwire", "gateway", "control", "engine", "migrations", "dashboards"}, names
 
 
 def test_a_group_left_out_of_the_wheel_says_it_needs_a_checkout() -> None:

@@ -22,7 +22,6 @@ from enum import StrEnum
 import numpy as np
 from numpy.typing import NDArray
 
-from control.contract import PoolSnapshot, WorkerSpec
 from control.simulation.traffic import (
     ArmModel,
     ArmRequests,
@@ -34,6 +33,7 @@ from control.simulation.traffic import (
     take,
 )
 from gateway.routing.balancer import Balancer, Lease
+from specwire import PoolSnapshot, WorkerSpec
 
 
 class Dispatch(StrEnum):

@@ -30,7 +30,6 @@ from bench.decisions.scenarios import Scenario, Trigger
 from control.automation.celery_app import AutomationCelery
 from control.automation.tasks import task_name
 from control.clock import use_clock
-from control.contract import EXPOSING_STATES, Arm, RolloutState, TelemetryBatch, WorkerHeartbeat
 from control.db import Database
 from control.models import Decision, Rollout, ThresholdSet
 from control.rollouts.gates import StageGate
@@ -41,6 +40,7 @@ from control.simulation.traffic import ArmModel, per_worker_load, sample_arm
 from control.simulation.windows import window_of
 from control.telemetry.service import ingest_batch
 from control.workers.service import record_heartbeat
+from specwire import EXPOSING_STATES, Arm, RolloutState, TelemetryBatch, WorkerHeartbeat
 
 GUARD_EVERY_S = 15
 EVALUATE_EVERY_S = 60

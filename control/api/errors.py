@@ -4,7 +4,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from control.contract import ErrorDetail
+from specwire import ErrorDetail
 
 
 class FieldError(BaseModel):

@@ -17,8 +17,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
 from control.api.auth import Reader, Writer
-from control.contract import INTERNAL_PREFIX
 from control.credentials import Scope
+from specwire import INTERNAL_PREFIX
 
 ADMIN_SCHEME = "adminToken"
 INTERNAL_SCHEME = "internalToken"

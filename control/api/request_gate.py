@@ -14,7 +14,7 @@ Every admin and internal request (with a body or not) is authenticated here, so
 this is also where failures are counted (`specroute_control_auth_failures_total
 {reason}`) and where an address that failed too often gets 429 `auth_rate_limited`
 with Retry-After before its credential is looked up
-(control.contract.auth_throttle).
+(specwire.auth_throttle).
 """
 
 import hmac
@@ -29,16 +29,16 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control.api.handlers import render, render_control_error, render_database_error
-from control.contract import INTERNAL_PREFIX
-from control.contract.auth_throttle import (
-    AUTH_FAILURE_REASONS,
-    REASON_RATE_LIMITED,
-    AuthFailureLimiter,
-)
 from control.credentials import active_token
 from control.db import Database
 from control.errors import Unauthorized
 from control.settings import ControlSettings
+from specwire import INTERNAL_PREFIX
+from specwire.auth_throttle import (
+    AUTH_FAILURE_REASONS,
+    REASON_RATE_LIMITED,
+    AuthFailureLimiter,
+)
 
 ADMIN_PREFIX = "/admin/v1"
 BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -1,6 +1,6 @@
 """Gives every control request an id: the caller's `x-request-id` when it is short
 and inert (the gateway's rule), a fresh one otherwise. The id is echoed in the
-response's `x-request-id` and set in `control.contract.logs.REQUEST_ID`, so every
+response's `x-request-id` and set in `specwire.logs.REQUEST_ID`, so every
 log line written while the request is handled (uvicorn's access line included)
 carries it in JSON logs."""
 
@@ -10,7 +10,7 @@ import re
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control.contract.logs import REQUEST_ID
+from specwire.logs import REQUEST_ID
 
 HEADER = "x-request-id"
 _VALID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")

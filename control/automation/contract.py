@@ -1,7 +1,7 @@
 """The output contract as a production signal: paired checks judged by a guard.
 
 Gateways run a sampled share of a rollout's single-choice requests on both arms and
-count, per window (`control.contract.OutputContractCounts`, on the rollout's spec-arm
+count, per window (`specwire.OutputContractCounts`, on the rollout's spec-arm
 windows; `gateway.proxy.pair_check` says how each pair is compared):
 
 - **Greedy pairs**: compared, equal, the first divergence positions and the ids of the
@@ -26,9 +26,9 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from control.contract import OutputContractCounts
 from control.models import ThresholdSet
 from control.stats import RateExceedance, rate_exceedance
+from specwire import OutputContractCounts
 
 # Request ids of unequal pairs kept in a decision's evidence (the newest ones).
 EVIDENCE_IDS = 50

@@ -50,7 +50,6 @@ from control.automation.evidence import (
     ThresholdRef,
 )
 from control.automation.load_plan import NEXT_STAGE, LoadPlan, load_plan
-from control.contract import LOAD_BUCKET_EDGES, Arm, RolloutState, load_bucket
 from control.models import Rollout, ThresholdSet
 from control.settings import ControlSettings
 from control.stats import (
@@ -78,6 +77,7 @@ from control.stats.load_model import (
     slope_bias,
 )
 from control.stats.panel import LOG_MIDPOINTS, METRICS, WindowArrays
+from specwire import LOAD_BUCKET_EDGES, Arm, RolloutState, load_bucket
 
 E2E_PER_TOKEN, TTFT, TPOT = (METRICS.index(m) for m in ("e2e_per_token", "ttft", "tpot"))
 # Design shifts of the CUSUMs, as multiples of the margin: the size of a real

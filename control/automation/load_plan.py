@@ -6,9 +6,9 @@ Shadow: the canary's first stage, from the share actually mirrored.
 
 from pydantic import BaseModel, ConfigDict
 
-from control.contract import RolloutState
 from control.models import Rollout, ThresholdSet
 from control.rollouts.state_machine import canary_stage, next_stage
+from specwire import RolloutState
 
 # The stage whose load promotion evidence must reach (`NextStage.target`).
 NEXT_STAGE = "next stage"

@@ -53,12 +53,12 @@ from control.automation.verdicts import (
     judge_guards,
     judge_probation,
 )
-from control.contract import EXPOSING_STATES, RolloutState
 from control.db import Database
 from control.errors import ControlError
 from control.models import Rollout, utcnow
 from control.rollouts.gates import offline_gate
 from control.settings import ControlSettings
+from specwire import EXPOSING_STATES, RolloutState
 
 log = logging.getLogger(__name__)
 

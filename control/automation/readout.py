@@ -17,9 +17,9 @@ from control.automation.gather import gather_evidence
 from control.automation.health import spec_pool_health
 from control.automation.pipeline import STATES, Job, verdict_of
 from control.automation.verdicts import Verdict, promotion_checks
-from control.contract import RolloutState
 from control.models import DepthRecommendation, Rollout, utcnow
 from control.settings import ControlSettings
+from specwire import RolloutState
 
 
 class VerdictView(BaseModel):

@@ -9,7 +9,6 @@ from datetime import datetime
 from sqlalchemy import Connection, CursorResult, select, update
 from sqlalchemy.orm import Session
 
-from control.contract import Arm, OutputContractCounts, RolloutState
 from control.models import (
     AuditEvent,
     Decision,
@@ -20,6 +19,7 @@ from control.models import (
 )
 from control.stats.panel import WindowArrays, window_arrays
 from control.telemetry.repository import select_windows
+from specwire import Arm, OutputContractCounts, RolloutState
 
 
 def rollout_ids_in_states(session: Session, states: Iterable[RolloutState]) -> list[int]:

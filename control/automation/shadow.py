@@ -44,9 +44,9 @@ from control.automation.verdicts import (
     p95_within_margin,
     speedup_at_next_load_at_least,
 )
-from control.contract import RolloutState
 from control.models import ThresholdSet
 from control.rollouts.gates import GateResult
+from specwire import RolloutState
 
 SHADOW_PASSED = "passed"
 

@@ -33,10 +33,10 @@ from enum import StrEnum
 
 from control.automation.contract import ContractGuard
 from control.automation.evidence import Evidence
-from control.contract import RolloutState
 from control.models import ThresholdSet
 from control.rollouts.state_machine import RolloutAction
 from control.stats import SprtDecision
+from specwire import RolloutState
 
 
 class Action(StrEnum):

@@ -34,7 +34,7 @@ def _json_logging() -> None:
 
     from celery.signals import setup_logging
 
-    from control.contract.logs import JsonFormatter
+    from specwire.logs import JsonFormatter
 
     def configure(loglevel: int | str | None = None, **_: object) -> None:
         handler = logging.StreamHandler(sys.stderr)

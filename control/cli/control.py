@@ -80,10 +80,10 @@ def serve(
 
     from control.access_log import uvicorn_log_config
     from control.app import create_app
-    from control.contract.logs import uvicorn_json_config
-    from control.contract.tls import TLSConfigError, tls_options
     from control.migrate import upgrade
     from control.settings import ControlSettings, MissingTokens
+    from specwire.logs import uvicorn_json_config
+    from specwire.tls import TLSConfigError, tls_options
 
     settings = ControlSettings(database_url=_url(database_url), dev_tokens=dev)
     try:

@@ -7,14 +7,6 @@ from fastapi import APIRouter, BackgroundTasks, Depends, Header, Request, Respon
 from control.api.deps import SessionDep, SettingsDep
 from control.api.errors import error_responses
 from control.automation.dispatch import GuardDispatch
-from control.contract import (
-    HeartbeatAck,
-    PolicySnapshot,
-    PoolSpec,
-    TelemetryAck,
-    TelemetryBatch,
-    WorkerHeartbeat,
-)
 from control.internal.auth import (
     Agent,
     Gateway,
@@ -29,6 +21,14 @@ from control.snapshot.service import SnapshotService
 from control.telemetry.service import ingest_batch
 from control.workers.errors import UnknownPool
 from control.workers.service import record_heartbeat
+from specwire import (
+    HeartbeatAck,
+    PolicySnapshot,
+    PoolSpec,
+    TelemetryAck,
+    TelemetryBatch,
+    WorkerHeartbeat,
+)
 
 router = APIRouter(lifespan=internal_lifespan, tags=["internal"])
 

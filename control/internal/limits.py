@@ -6,8 +6,8 @@ value past those bounds is the caller's mistake: a 422 naming the field, never
 a database error rendered as 500.
 """
 
-from control.contract import COUNTER_FIELDS, TelemetryBatch, WorkerHeartbeat
 from control.errors import InvalidRequest
+from specwire import COUNTER_FIELDS, TelemetryBatch, WorkerHeartbeat
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

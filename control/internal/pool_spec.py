@@ -3,12 +3,12 @@
 from sqlalchemy.orm import Session
 
 from control.capacity.policy import desired_workers
-from control.contract import PoolSpec, SpeculativeConfig
 from control.internal import repository
 from control.internal.limits import fits_int32_id
 from control.models import PairVersion, Pool
 from control.snapshot.compiler import pair_version_spec
 from control.workers.errors import UnknownPool
+from specwire import PoolSpec, SpeculativeConfig
 
 
 def speculative_config(pv: PairVersion) -> SpeculativeConfig:

@@ -60,7 +60,7 @@ class Worker(Base):
     # process-tree CPU seconds and the tokens its engine emitted.
     cpu_seconds: Mapped[float | None] = mapped_column(Float)
     generation_tokens: Mapped[int | None] = mapped_column(BigInteger)
-    # control.contract.EngineTelemetry of the last heartbeat (steps, KV blocks, energy).
+    # specwire.EngineTelemetry of the last heartbeat (steps, KV blocks, energy).
     engine_telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     engine_version: Mapped[str | None] = mapped_column(String(50))
     # The engine's version and the specroute build around it, as the agent reported it.

@@ -26,7 +26,7 @@ class RequestRecordRow(Base):
     request_id: Mapped[str] = mapped_column(String(128))
     gateway_id: Mapped[str] = mapped_column(String(200))
     received_at: Mapped[datetime]
-    # None: refused before the key was recognised (see control.contract.requests).
+    # None: refused before the key was recognised (see specwire.requests).
     tenant_id: Mapped[int | None]
     tenant: Mapped[str | None] = mapped_column(String(100))
     endpoint: Mapped[str] = mapped_column(String(16))

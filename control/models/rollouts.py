@@ -48,7 +48,7 @@ class Rollout(Base):
     inconclusive_rounds: Mapped[int] = mapped_column(default=0)
     disable_count: Mapped[int] = mapped_column(default=0)
     disabled_reason: Mapped[str | None] = mapped_column(String(100))
-    # A control.contract.DepthLadder document (validated when set); None: no ladder.
+    # A specwire.DepthLadder document (validated when set); None: no ladder.
     depth_ladder: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

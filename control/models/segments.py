@@ -6,8 +6,8 @@ from typing import Any
 from sqlalchemy import JSON, Float, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from control.contract import DEFAULT_TPOT_SLO_S, DEFAULT_TTFT_SLO_S
 from control.models.base import Base, utcnow
+from specwire import DEFAULT_TPOT_SLO_S, DEFAULT_TTFT_SLO_S
 
 
 class Segment(Base):
@@ -16,7 +16,7 @@ class Segment(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     description: Mapped[str] = mapped_column(String(500), default="")
-    # A control.contract.SegmentSelector as JSON; validated by the service.
+    # A specwire.SegmentSelector as JSON; validated by the service.
     selector: Mapped[dict[str, Any]] = mapped_column(JSON)
     priority: Mapped[int] = mapped_column(default=0)
     # The governed eval set (by name; its latest version) a pair version's offline

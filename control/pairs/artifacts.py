@@ -1,4 +1,4 @@
-"""Artifact checks at registration, delegated to `engine.artifacts` (stdlib-only,
+"""Artifact checks at registration, delegated to `specwire.artifacts` (stdlib-only,
 so the control plane stays free of torch/transformers/vllm).
 
 `draft_model` pairs get the full pair check (tokenizer hash, vocab size,
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from control.errors import InvalidRequest
-from engine import artifacts as engine_artifacts
-from engine.artifacts import ArtifactError
+from specwire import artifacts as engine_artifacts
+from specwire.artifacts import ArtifactError
 
 DRAFT_METHODS = frozenset({"draft_model", "eagle", "eagle3", "medusa"})
 

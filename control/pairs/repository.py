@@ -4,9 +4,9 @@
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from control.contract import EXPOSING_STATES
 from control.models import DepthRecommendation, Pair, PairVersion, Rollout
 from control.repository import Repository, equal_to
+from specwire import EXPOSING_STATES
 
 PAIRS = Repository(Pair, "pair")
 # NOTE: a pair version's `version` is its number within the pair, not an ETag: it is

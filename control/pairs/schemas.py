@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control.contract import PairCapabilities
+from specwire import PairCapabilities
 
 Name = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 Method = Literal["draft_model", "ngram", "eagle", "eagle3", "mtp", "medusa"]

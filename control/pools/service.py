@@ -6,7 +6,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.contract.engine_args import EngineArgRefused, check_engine_args
 from control.credentials import revoke_enrolments
 from control.domain import Change, InUse, NameTaken, create_recorded
 from control.errors import InvalidRequest
@@ -15,6 +14,7 @@ from control.pools import repository as repo
 from control.pools.schemas import PoolCreate, PoolUpdate
 from control.repository import get_row
 from control.rollouts.targets import check_same_target
+from specwire.engine_args import EngineArgRefused, check_engine_args
 
 
 def pool_state(pool: Pool) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def pool_state(pool: Pool) -> dict[str, Any]:
 
 
 class EngineArgsRefused(InvalidRequest):
-    """An engine argument outside the allow-list (control.contract.engine_args)."""
+    """An engine argument outside the allow-list (specwire.engine_args)."""
 
     code = "engine_arg_not_allowed"
 

@@ -14,13 +14,13 @@ from control.api.errors import error_responses
 from control.api.ids import MAX_ID
 from control.api.pagination import Cursor, Limit, Page, cursor_id, page_of
 from control.clock import now
-from control.contract import Arm
-from control.contract.requests import Outcome
 from control.requests import repository as repo
 from control.requests.acceptance import acceptance_by_adapter
 from control.requests.schemas import AdapterAcceptanceList, AdapterAcceptanceOut, RequestRecord
 from control.requests.service import as_utc
 from control.requests.service import get_request as newest_record
+from specwire import Arm
+from specwire.requests import Outcome
 
 router = APIRouter(prefix="/requests", tags=["requests"])
 adapters_router = APIRouter(prefix="/adapters", tags=["adapters"])

@@ -4,7 +4,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control.contract import RequestRecordDoc
+from specwire import RequestRecordDoc
 
 
 class RequestRecord(RequestRecordDoc):

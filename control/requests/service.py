@@ -6,11 +6,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.contract import RequestRecordDoc
 from control.db import Database
 from control.errors import NotFound
 from control.models import RequestRecordRow
 from control.requests import repository as repo
+from specwire import RequestRecordDoc
 
 log = logging.getLogger(__name__)
 

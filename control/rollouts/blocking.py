@@ -26,11 +26,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from control.contract import RolloutState
 from control.errors import Conflict
 from control.evaluations import repository as eval_repo
 from control.evaluations.schemas import OUTCOME_RANK
 from control.models import Decision, EvalCase, EvalSet, OfflineEvaluation, Rollout
+from specwire import RolloutState
 
 ACCEPTANCE_SLACK = 0.05
 """How far (absolute, accepted / drafted tokens) a blocking case's acceptance rate may

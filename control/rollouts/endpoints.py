@@ -22,12 +22,12 @@ from control.api.idempotency import IdempotencyDep
 from control.api.ids import MAX_ID, IdPath
 from control.api.pagination import Cursor, Limit, Page, page_of
 from control.audit.service import record_audit
-from control.contract import RolloutState
 from control.rollouts import repository as repo
 from control.rollouts import service
 from control.rollouts.blocking import BlockingCaseRegression
 from control.rollouts.schemas import Rollout, RolloutActionBody, RolloutCreate, RolloutUpdate
 from control.rollouts.state_machine import RolloutAction
+from specwire import RolloutState
 
 router = APIRouter(prefix="/rollouts", tags=["rollouts"])
 

@@ -5,10 +5,10 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from control.contract import RolloutState
 from control.ids import DbId
 from control.rollouts.gates import StageGate
 from control.rollouts.state_machine import RolloutAction
+from specwire import RolloutState
 
 
 def _check_stages(stages: list[float]) -> list[float]:

@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
-from control.contract import EXPOSING_STATES, DepthLadder, DepthRung, RolloutState
 from control.decisions.record import render_manual
 from control.domain import Change, NameTaken, create_recorded
 from control.errors import Conflict, InvalidRequest
@@ -30,6 +29,7 @@ from control.rollouts.state_machine import (
     plan,
 )
 from control.rollouts.targets import check_same_target
+from specwire import EXPOSING_STATES, DepthLadder, DepthRung, RolloutState
 
 
 class RolloutConflict(Conflict):

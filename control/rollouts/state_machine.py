@@ -22,7 +22,7 @@ the segment's requests mirrored (`shadow_percentage`), none of them exposed.
 from dataclasses import dataclass
 from enum import StrEnum
 
-from control.contract import RolloutState as S
+from specwire import RolloutState as S
 
 
 class RolloutAction(StrEnum):

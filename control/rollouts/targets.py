@@ -9,7 +9,7 @@ from control.errors import InvalidRequest
 from control.models import Pool
 from control.pairs.artifacts import resolve_ref
 from control.snapshot.compiler import pool_adapters
-from engine import artifacts as engine_artifacts
+from specwire import artifacts as engine_artifacts
 
 
 class TargetMismatch(InvalidRequest):

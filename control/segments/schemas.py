@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from control.contract import DEFAULT_TPOT_SLO_S, DEFAULT_TTFT_SLO_S, SegmentSelector, slo_edge
+from specwire import DEFAULT_TPOT_SLO_S, DEFAULT_TTFT_SLO_S, SegmentSelector, slo_edge
 
 _EVAL_SET = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _EVAL_SET_OR_EMPTY = r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$"

@@ -14,7 +14,8 @@ from datetime import datetime
 import numpy as np
 from numpy.typing import NDArray
 
-from control.contract import (
+from control.simulation.traffic import ArmRequests
+from specwire import (
     LATENCY_BUCKETS_MS,
     LOAD_BUCKET_EDGES,
     Arm,
@@ -24,7 +25,6 @@ from control.contract import (
     RequestAcceptance,
     TelemetryWindow,
 )
-from control.simulation.traffic import ArmRequests
 
 _EDGES = np.asarray(LATENCY_BUCKETS_MS, dtype=np.float64)
 _LOAD_EDGES = np.asarray(LOAD_BUCKET_EDGES, dtype=np.int64)

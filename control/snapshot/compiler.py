@@ -7,7 +7,11 @@ from datetime import datetime, timedelta
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from control.contract import (
+from control.models import PairVersion, Pool, Rollout, Segment, Tenant, Worker
+from control.snapshot import repository
+from control.workers.identity import exclusion, expected_target_digest
+from control.workers.service import is_fresh
+from specwire import (
     EXPOSING_STATES,
     DepthLadder,
     PairCapabilities,
@@ -24,10 +28,6 @@ from control.contract import (
     WorkerSpec,
     lora_module_names,
 )
-from control.models import PairVersion, Pool, Rollout, Segment, Tenant, Worker
-from control.snapshot import repository
-from control.workers.identity import exclusion, expected_target_digest
-from control.workers.service import is_fresh
 
 log = logging.getLogger(__name__)
 

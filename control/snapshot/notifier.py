@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.contract import SNAPSHOT_CHANNEL
 from control.db import Database
 from control.snapshot.version import SNAPSHOT_BUMPED
+from specwire import SNAPSHOT_CHANNEL
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from control.contract import QuotaWeights
 from control.models import utcnow
 from control.settings import ControlSettings
 from control.snapshot.compiler import compile_snapshot
 from control.snapshot.repository import read_version_stamp
 from control.workers.service import sweep_stale_workers
+from specwire import QuotaWeights
 
 
 @dataclass(frozen=True)

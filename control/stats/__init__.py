@@ -1,7 +1,7 @@
 """The statistics that decide: pure numeric routines the automation jobs call.
 
 No database, no Celery: inputs are counters and fixed-bucket histograms from
-`control.contract.telemetry`, outputs are frozen pydantic models carrying the
+`specwire.telemetry`, outputs are frozen pydantic models carrying the
 numbers a decision row stores as evidence (`.model_dump(mode="json")`).
 
 - `windows`: add telemetry windows of one arm together.

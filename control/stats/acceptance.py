@@ -51,8 +51,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 from scipy import optimize, stats
 
-from control.contract.heartbeat import SpecCounters
 from control.stats.errors import InconsistentCountersError, InsufficientSamplesError, StatsError
+from specwire.heartbeat import SpecCounters
 
 
 class AcceptanceSource(Protocol):

@@ -7,7 +7,7 @@ table. An automation job treats `InsufficientSamplesError` as "hold: missing
 evidence", never as a defect.
 """
 
-from control.contract.errors import ErrorBody
+from specwire.errors import ErrorBody
 
 
 class StatsError(ValueError):

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from control.contract.telemetry import LATENCY_BUCKETS_MS, LOAD_BUCKET_EDGES
 from control.stats.acceptance import AcceptanceCounts, AcceptanceSource
+from specwire.telemetry import LATENCY_BUCKETS_MS, LOAD_BUCKET_EDGES
 
 METRICS: tuple[str, ...] = ("e2e_per_token", "ttft", "tpot")
 N_LOAD = len(LOAD_BUCKET_EDGES)

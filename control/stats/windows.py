@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from pydantic import ConfigDict, Field
 
-from control.contract.telemetry import WindowCounts, add_counts, add_histograms
+from specwire.telemetry import WindowCounts, add_counts, add_histograms
 
 __all__ = ["WindowTotals", "add_histograms", "combine_windows"]
 

@@ -12,10 +12,10 @@ from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.ids import MAX_ID
-from control.contract import TelemetryWindow
 from control.errors import InvalidRequest
 from control.telemetry import repository
 from control.telemetry.service import window_from_row
+from specwire import TelemetryWindow
 
 router = APIRouter(prefix="/telemetry", tags=["telemetry"])
 

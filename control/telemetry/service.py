@@ -6,7 +6,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.contract import (
+from control.models import TelemetryWindowRow
+from control.requests.service import store_records
+from control.stats.windows import WindowTotals, combine_windows
+from control.telemetry import repository
+from specwire import (
     COUNTER_FIELDS,
     HISTOGRAM_FIELDS,
     MOMENT_FIELDS,
@@ -15,10 +19,6 @@ from control.contract import (
     TelemetryBatch,
     TelemetryWindow,
 )
-from control.models import TelemetryWindowRow
-from control.requests.service import store_records
-from control.stats.windows import WindowTotals, combine_windows
-from control.telemetry import repository
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ a typed reason, so "change one dependency version" cannot slip into a comparison
 
 from typing import Literal
 
-from control.contract import same_engine_release
 from control.models import Pool, Worker
+from specwire import same_engine_release
 
 Exclusion = Literal["model_digest_mismatch", "engine_version_mismatch"]
 

@@ -13,11 +13,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from control.audit.service import record_audit
-from control.contract import HeartbeatAck, WorkerHeartbeat
 from control.models import Worker, utcnow
 from control.snapshot.version import bump_snapshot_version, current_snapshot_version
 from control.workers import repository
 from control.workers.errors import UnknownPool, WorkerOfAnotherPool
+from specwire import HeartbeatAck, WorkerHeartbeat
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import httpx
 
-from control.contract import INTERNAL_PREFIX, HeartbeatAck, PoolSpec, WorkerHeartbeat
+from specwire import INTERNAL_PREFIX, HeartbeatAck, PoolSpec, WorkerHeartbeat
 
 
 class ControlClientError(RuntimeError):

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 
 import httpx
 
-from control.contract import EngineTelemetry, HeartbeatAck, WorkerHeartbeat
 from engine.agent.build import engine_build
 from engine.agent.client import ControlClient, ControlClientError
 from engine.agent.energy import EnergyMeter
@@ -25,6 +24,7 @@ from engine.agent.memory import (
     process_tree_rss,
 )
 from engine.agent.metrics import EngineMetrics, parse_engine_metrics
+from specwire import EngineTelemetry, HeartbeatAck, WorkerHeartbeat
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class WorkerProbe:
     speculative: bool
     pid: Callable[[], int | None] = lambda: None  # the server's current pid (it may restart)
     health_timeout: float = 2.0
-    # Weights digest of the target the server loads (engine.artifacts), read once at start.
+    # Weights digest of the target the server loads (specwire.artifacts), read once at start.
     model_digest: str | None = None
     # The host's energy counter (RAPL / NVML), or why it is absent.
     energy: EnergyMeter = field(default_factory=EnergyMeter)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from control.contract import SpecCounters
+from specwire import SpecCounters
 
 KV_CACHE = "vllm:kv_cache_usage_perc"
 RUNNING = "vllm:num_requests_running"

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from control.contract.admin_client import DEV_ADMIN_TOKEN
+from specwire.admin_client import DEV_ADMIN_TOKEN
 
 
 def load_prompts(path: Path) -> list[Any]:
@@ -89,8 +89,8 @@ def distill(
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from engine.distill.leakage import NGRAM, overlapping
-    from engine.evaluation.prompts import PromptStoreError, load_store
     from engine.evaluation.run import EvaluationError, admin_client, latest_eval_set
+    from specwire.prompts import PromptStoreError, load_store
 
     console = Console(soft_wrap=True)
     if not (target / "config.json").is_file():

@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from control.contract import PairVersionSpec, PoolSpec
-from control.contract.admin_client import DEV_ADMIN_TOKEN
+from specwire import PairVersionSpec, PoolSpec
+from specwire.admin_client import DEV_ADMIN_TOKEN
 
 
 def _free_port() -> int:
@@ -86,7 +86,6 @@ def evaluate(
     from rich.table import Table
 
     from engine.evaluation.perplexity import draft_perplexity
-    from engine.evaluation.prompts import PromptStoreError
     from engine.evaluation.run import (
         EvaluationError,
         admin_client,
@@ -98,6 +97,7 @@ def evaluate(
         run_all,
         tally,
     )
+    from specwire.prompts import PromptStoreError
 
     console = Console(soft_wrap=True)
     try:

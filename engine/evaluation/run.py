@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from control.contract.admin_client import AdminClient, AdminError
 from engine.evaluation.measure import DecodeTiming, Tally, expected_speedups, timed_cost_ratio
-from engine.evaluation.prompts import load_store, resolve_cases
+from specwire.admin_client import AdminClient, AdminError
+from specwire.prompts import load_store, resolve_cases
 
 
 class EvaluationError(RuntimeError):
@@ -36,7 +36,7 @@ class Result:
 
 
 def admin_client(control_url: str, token: str) -> AdminClient:
-    """The admin SDK (control.contract.admin_client), the one client of the admin API."""
+    """The admin SDK (specwire.admin_client), the one client of the admin API."""
     return AdminClient(control_url, token)
 
 

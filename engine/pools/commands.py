@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from control.contract import PoolSpec
+from specwire import PoolSpec
 
 if TYPE_CHECKING:
     from engine.agent.client import ControlClient
@@ -46,7 +46,7 @@ def worker_cores(cpu_cores: str | None, workers: int) -> list[str]:
 def target_digest(target_ref: str) -> str | None:
     """The weights digest the agent reports (as registration computes it); None when the
     target cannot be read here, so the worker is simply not checked."""
-    from engine.artifacts import ArtifactError, combined_digest, weight_digests
+    from specwire.artifacts import ArtifactError, combined_digest, weight_digests
 
     try:
         return combined_digest(weight_digests(Path(target_ref), "target"))

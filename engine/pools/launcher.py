@@ -14,10 +14,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from control.contract import PoolSpec, SpeculativeConfig
-from control.contract.engine_args import EngineArgRefused, check_engine_args
-from engine.artifacts import model_roots_from_env
 from engine.vllm_fix import pythonpath_with_fix
+from specwire import PoolSpec, SpeculativeConfig
+from specwire.artifacts import model_roots_from_env
+from specwire.engine_args import EngineArgRefused, check_engine_args
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 

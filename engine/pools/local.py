@@ -7,7 +7,7 @@ from the pair's directories so tests and benchmarks need no control plane.
 import os
 from pathlib import Path
 
-from control.contract import PairVersionSpec, PoolSpec
+from specwire import PairVersionSpec, PoolSpec
 
 TINY_PAIR_DIR = Path(__file__).resolve().parents[1] / "tiny_pair"
 TINY_MODEL_NAME = "tiny"

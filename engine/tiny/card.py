@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.artifacts import check_pair
+from specwire.artifacts import check_pair
 
 CARD_FILE = "MODEL_CARD.md"
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import httpx
 
-from control.contract.pool import PoolSpec, SpeculativeConfig
 from engine.agent.metrics import parse_engine_metrics
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.server import VllmServer
 from engine.tiny.corpus import Kind, build_corpus
 from engine.tiny.prompts import held_out_prompts
 from engine.tiny.styles import REPORT_FILE, adapter_dir, styled_prompts
+from specwire.pool import PoolSpec, SpeculativeConfig
 
 MEASURE_FILE = "vllm_acceptance.json"
 

@@ -3,7 +3,13 @@
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from control.contract import (
+from gateway.decision.cohort import in_spec_cohort
+from gateway.decision.features import seed_not_reproducible, spec_incompatibility
+from gateway.decision.reasons import DecisionReason as R
+from gateway.errors import ModelNotFound, PermissionDenied, ServiceUnavailable
+from gateway.proxy.schemas import SamplingParams
+from gateway.routing.balancer import runs_version
+from specwire import (
     Arm,
     PairCapabilities,
     PairVersionSpec,
@@ -15,12 +21,6 @@ from control.contract import (
     SegmentSpec,
     TenantSpec,
 )
-from gateway.decision.cohort import in_spec_cohort
-from gateway.decision.features import seed_not_reproducible, spec_incompatibility
-from gateway.decision.reasons import DecisionReason as R
-from gateway.errors import ModelNotFound, PermissionDenied, ServiceUnavailable
-from gateway.proxy.schemas import SamplingParams
-from gateway.routing.balancer import runs_version
 
 Override = Literal["on", "off"]
 

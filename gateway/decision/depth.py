@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from control.contract import DepthLadder
+from specwire import DepthLadder
 
 UNUSABLE = math.inf  # the load of a rung whose pool has no usable worker
 

@@ -3,15 +3,15 @@
 from dataclasses import dataclass
 from typing import Any
 
-from control.contract import (
+from gateway.proxy.schemas import ChatCompletionBody, SamplingParams
+from specwire import (
     PairCapabilities,
     PolicySnapshot,
     RequestFeatures,
     SamplingSummary,
     StructuredKind,
 )
-from control.contract.digest import canonical_digest
-from gateway.proxy.schemas import ChatCompletionBody, SamplingParams
+from specwire.digest import canonical_digest
 
 # OpenAI's documented default when the caller leaves temperature out.
 DEFAULT_TEMPERATURE = 1.0

@@ -5,7 +5,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from control.contract import QuotaWeights, TenantSpec, failure_outcome
 from gateway.decision.decide import Decision
 from gateway.decision.reasons import RANDOMIZED
 from gateway.proxy.records import request_record
@@ -14,6 +13,7 @@ from gateway.quota.limiter import Reservation, weighted_cost
 from gateway.routing.balancer import Lease
 from gateway.state import GatewayState
 from gateway.telemetry.record import RequestFacts, RequestRecord, Routing
+from specwire import QuotaWeights, TenantSpec, failure_outcome
 
 log = logging.getLogger(__name__)
 

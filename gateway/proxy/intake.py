@@ -9,9 +9,6 @@ from typing import Any, TypeVar
 from fastapi import Request
 from pydantic import ValidationError
 
-from control.contract import TenantSpec
-from control.contract.auth_throttle import REASON_INVALID, REASON_MISSING
-from control.contract.logs import REQUEST_ID
 from gateway.auth_guard import AuthGuard
 from gateway.errors import (
     AuthenticationFailed,
@@ -23,6 +20,9 @@ from gateway.errors import (
 )
 from gateway.proxy.schemas import SamplingParams
 from gateway.snapshot.store import SnapshotStore
+from specwire import TenantSpec
+from specwire.auth_throttle import REASON_INVALID, REASON_MISSING
+from specwire.logs import REQUEST_ID
 
 Body = TypeVar("Body", bound=SamplingParams)
 

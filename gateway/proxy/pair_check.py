@@ -32,11 +32,11 @@ import math
 import time
 from typing import Any
 
-from control.contract import PoolSnapshot
 from gateway.decision.decide import Decision
 from gateway.proxy.copies import BackgroundCopier
 from gateway.proxy.engine_http import EngineHTTPError
 from gateway.telemetry.pair_record import PairOutcome, PairRecord, SampledOutcome
+from specwire import PoolSnapshot
 
 log = logging.getLogger(__name__)
 

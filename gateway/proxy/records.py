@@ -10,12 +10,12 @@ error; nothing it sent.
 import time
 from datetime import UTC, datetime
 
-from control.contract import NOT_ROUTED, Arm, RequestRecordDoc, TenantSpec, failure_outcome
-from control.contract.requests import Endpoint
 from gateway.decision.decide import Decision
 from gateway.proxy.relay import RelayResult
 from gateway.routing.balancer import Lease
 from gateway.telemetry.record import RequestFacts, RequestRecord, Routing
+from specwire import NOT_ROUTED, Arm, RequestRecordDoc, TenantSpec, failure_outcome
+from specwire.requests import Endpoint
 
 
 def request_record(

@@ -17,7 +17,6 @@ import logging
 import time
 from typing import Any
 
-from control.contract import Arm, TenantSpec
 from gateway.decision.decide import Decision
 from gateway.decision.reasons import DecisionReason as R
 from gateway.proxy.copies import BackgroundCopier, CopyDeps
@@ -26,6 +25,7 @@ from gateway.proxy.records import request_record
 from gateway.proxy.relay import RelayResult
 from gateway.proxy.sanitize import NO_SPEC, spec_stats, usage_of
 from gateway.routing.balancer import Lease
+from specwire import Arm, TenantSpec
 
 log = logging.getLogger(__name__)
 

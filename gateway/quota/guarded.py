@@ -32,7 +32,6 @@ from typing import Literal, TypeVar
 
 from redis.exceptions import RedisError
 
-from control.contract import TenantSpec
 from gateway.quota.limiter import (
     ChargesByCost,
     QuotaLimiter,
@@ -40,6 +39,7 @@ from gateway.quota.limiter import (
     Reservation,
 )
 from gateway.quota.memory import InMemoryQuotaLimiter
+from specwire import TenantSpec
 
 log = logging.getLogger(__name__)
 

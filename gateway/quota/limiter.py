@@ -16,7 +16,7 @@ usage, or, when the client left before usage came, the tokens streamed so far).
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from control.contract import QuotaWeights, TenantSpec
+from specwire import QuotaWeights, TenantSpec
 
 WINDOW_SECONDS = 60
 

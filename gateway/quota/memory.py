@@ -6,7 +6,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from control.contract import TenantSpec
 from gateway.quota.limiter import (
     UNLIMITED,
     WINDOW_SECONDS,
@@ -14,6 +13,7 @@ from gateway.quota.limiter import (
     QuotaVerdict,
     Reservation,
 )
+from specwire import TenantSpec
 
 
 class _Window:

@@ -13,7 +13,6 @@ from typing import Any
 
 import redis.asyncio as redis
 
-from control.contract import TenantSpec
 from gateway.quota.limiter import (
     UNLIMITED,
     WINDOW_SECONDS,
@@ -21,6 +20,7 @@ from gateway.quota.limiter import (
     QuotaVerdict,
     Reservation,
 )
+from specwire import TenantSpec
 
 # KEYS[1] tenant hash; ARGV limit, window, reserve. Returns {used, retry_after, second}
 # as strings (Lua numbers returned to Redis are truncated to integers). An admitted

@@ -4,8 +4,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from control.contract import PoolSnapshot, WorkerSpec, same_engine_release
 from gateway.routing.breaker import CircuitBreaker
+from specwire import PoolSnapshot, WorkerSpec, same_engine_release
 
 OutstandingHook = Callable[[str, str, int], None]  # pool name, worker id, outstanding
 

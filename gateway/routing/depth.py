@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from control.contract import Arm, DepthLadder, PolicySnapshot, PoolSnapshot
 from gateway.decision.decide import Decision
 from gateway.decision.depth import UNUSABLE, AcceptanceWatch, next_rung, rung_loads
 from gateway.decision.reasons import DecisionReason as R
 from gateway.routing.balancer import Balancer
+from specwire import Arm, DepthLadder, PolicySnapshot, PoolSnapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 from pydantic import ValidationError
 
-from control.contract import INTERNAL_PREFIX, SNAPSHOT_CHANNEL, PolicySnapshot
 from gateway.snapshot.store import SnapshotStore
+from specwire import INTERNAL_PREFIX, SNAPSHOT_CHANNEL, PolicySnapshot
 
 log = logging.getLogger(__name__)
 

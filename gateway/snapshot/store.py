@@ -5,7 +5,7 @@ import hmac
 import time
 from dataclasses import dataclass
 
-from control.contract import PolicySnapshot, TenantSpec
+from specwire import PolicySnapshot, TenantSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from control.contract import (
+from gateway.telemetry.buckets import bucket_index
+from gateway.telemetry.pair_record import PairRecord, SampledOutcome
+from gateway.telemetry.record import RequestRecord, record_doc
+from specwire import (
     COUNTER_FIELDS,
     HISTOGRAM_FIELDS,
     LATENCY_BUCKETS_MS,
@@ -34,9 +37,6 @@ from control.contract import (
     load_bucket,
     log_ms,
 )
-from gateway.telemetry.buckets import bucket_index
-from gateway.telemetry.pair_record import PairRecord, SampledOutcome
-from gateway.telemetry.record import RequestRecord, record_doc
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class _LoadSlice:
 
 @dataclass(slots=True)
 class _Accumulator:
-    """One window's counters, in the contract's own names (`control.contract.WindowCounts`);
+    """One window's counters, in the contract's own names (`specwire.WindowCounts`);
     each request adds its `RequestRecord.counts()` and `latencies()`."""
 
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTER_FIELDS, 0))

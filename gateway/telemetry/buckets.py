@@ -7,7 +7,7 @@ single implementation.
 
 from bisect import bisect_left
 
-from control.contract import LATENCY_BUCKETS_MS
+from specwire import LATENCY_BUCKETS_MS
 
 OVERFLOW_INDEX = len(LATENCY_BUCKETS_MS)
 

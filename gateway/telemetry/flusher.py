@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 import httpx
 
-from control.contract import INTERNAL_PREFIX, TelemetryAck, TelemetryBatch
 from gateway.telemetry.aggregator import TelemetryAggregator
+from specwire import INTERNAL_PREFIX, TelemetryAck, TelemetryBatch
 
 if TYPE_CHECKING:
     from gateway.metrics import GatewayMetrics

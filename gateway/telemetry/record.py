@@ -8,9 +8,9 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from control.contract import Arm, Outcome, RequestRecordDoc, SamplingSummary
-from control.contract.requests import Endpoint
 from gateway.telemetry.positions import PositionCounts
+from specwire import Arm, Outcome, RequestRecordDoc, SamplingSummary
+from specwire.requests import Endpoint
 
 __all__ = ["Outcome", "RequestFacts", "RequestRecord", "Routing", "record_doc", "sampled"]
 
@@ -107,7 +107,7 @@ class RequestRecord:
 
     def counts(self) -> dict[str, int]:
         """What this request adds to each plain counter of its window: one entry per
-        `control.contract.COUNTER_FIELDS` name."""
+        `specwire.COUNTER_FIELDS` name."""
         return {
             "requests": 1,
             "errors": 1 if self.outcome == "error" else 0,
@@ -122,7 +122,7 @@ class RequestRecord:
 
     def latencies(self) -> dict[str, float | None]:
         """This request's sample for each latency histogram of its window (None: no sample),
-        one entry per `control.contract.HISTOGRAM_FIELDS` name. A client error has none:
+        one entry per `specwire.HISTOGRAM_FIELDS` name. A client error has none:
         the time an engine takes to refuse a bad request says nothing of the arm."""
         if self.outcome == "client_error":
             return dict.fromkeys(("ttft", "tpot", "e2e", "e2e_per_token"))

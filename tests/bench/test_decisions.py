@@ -20,10 +20,10 @@ from bench.decisions.runner import run_scenario
 from bench.decisions.scenarios import CATALOGS, Scenario
 from bench.decisions.suite import simulation_app, summarize
 from control.automation.celery_app import AutomationCelery
-from control.contract import HISTOGRAM_FIELDS, SLICE_HISTOGRAM_FIELDS, Arm
 from control.simulation.traffic import sample_arm
 from control.simulation.windows import window_of
 from gateway.telemetry import RequestRecord, TelemetryAggregator
+from specwire import HISTOGRAM_FIELDS, SLICE_HISTOGRAM_FIELDS, Arm
 
 T0 = 1_700_000_000
 LEGACY = CATALOGS["legacy"]

@@ -20,10 +20,10 @@ from bench.decisions.runner import run_scenario
 from bench.decisions.scenarios import BY_NAME, FLEET, with_workers
 from bench.decisions.suite import simulation_app, summarize
 from control.automation.celery_app import AutomationCelery
-from control.contract import Arm, TelemetryWindow
 from control.simulation.traffic import sample_arm
 from control.simulation.windows import window_of
 from gateway.routing.balancer import Balancer
+from specwire import Arm, TelemetryWindow
 
 # 4 workers, ~4 requests in flight on each (about 160 requests/s of 0.12 s).
 WORKERS, RATE = 4, 160.0

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi.testclient import TestClient
 
-from control.contract.requests import NOT_ROUTED
 from control.requests.acceptance import aggregate
+from specwire.requests import NOT_ROUTED
 from tests.control.test_observability import scrape
 from tests.control.test_request_records_api import T0, batch, post, record
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from control.contract.admin_client import (
+from specwire.admin_client import (
     AdminClient,
     AsyncAdminClient,
     NotFound,

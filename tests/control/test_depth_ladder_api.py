@@ -4,7 +4,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from control.contract import PolicySnapshot
+from specwire import PolicySnapshot
 from tests.control.conftest import created
 
 

@@ -8,8 +8,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from control.contract.admin_client import AdminClient
 from control.models import EvaluationCaseResult
+from specwire.admin_client import AdminClient
 from tests.control.conftest import created, qualify_offline
 from tests.fixtures.db import ADMIN_TOKEN
 

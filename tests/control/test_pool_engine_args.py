@@ -1,5 +1,5 @@
 """Pool engine_args through the admin API: only the allow-list of
-control.contract.engine_args reaches a pool, refused flags are named in a 422, and
+specwire.engine_args reaches a pool, refused flags are named in a 422, and
 nothing is written (issue #21, item 1)."""
 
 from pathlib import Path
@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from control.contract.engine_args import ALLOWED_ENGINE_ARGS, RESERVED_ENGINE_FLAGS
 from control.models import Pool
+from specwire.engine_args import ALLOWED_ENGINE_ARGS, RESERVED_ENGINE_FLAGS
 from tests.fixtures.vllm_flags import PATH_CLASS_OR_CODE_FLAGS, help_flags, hostile_value
 
 

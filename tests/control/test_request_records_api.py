@@ -8,8 +8,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from control.contract.digest import canonical_digest
 from control.models import RequestRecordRow
+from specwire.digest import canonical_digest
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from engine.artifacts import inspect_model
+from specwire.artifacts import inspect_model
 from tests.control.conftest import created, rollout_parts
 from tests.fixtures.db import AgentHeaders
 

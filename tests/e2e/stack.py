@@ -20,10 +20,10 @@ from kombu.transport import sqlalchemy as sql_transport
 
 from control.automation.app import create_celery_app
 from control.automation.celery_app import AutomationCelery
-from control.contract.admin_client import AdminClient
 from control.settings import ControlSettings
 from engine.agent.client import ControlClient
 from engine.agent.heartbeat import HeartbeatAgent, WorkerProbe
+from specwire.admin_client import AdminClient
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.server import GatewayServer, serve_app
 

@@ -12,8 +12,6 @@ import httpx
 import psutil
 import pytest
 
-from control.contract import Arm
-from control.contract.admin_client import AdminClient
 from demo.machine import OtherWork
 from demo.monitor import (
     AcceptancePoint,
@@ -34,6 +32,8 @@ from engine.pools.probe_prompts import CODE_PROMPTS
 from engine.tiny.styles import adapter_dir, rot13
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry.record import RequestRecord
+from specwire import Arm
+from specwire.admin_client import AdminClient
 
 # A parent that, like `specroute engine up`, starts a server in a session of its own
 # and prints its pid; then it waits, so only the stack's SIGTERM ends it.

@@ -34,11 +34,11 @@ import openai
 import pytest
 from sqlalchemy import select
 
-from control.contract.admin_client import AdminClient
 from control.db import Database
 from control.models import TelemetryWindowRow
 from engine.pools.local import tiny_spec_pool
 from engine.pools.probe_prompts import CODE_PROMPTS
+from specwire.admin_client import AdminClient
 from tests.e2e.stack import control_plane, engine_agents, wait_routable
 from tests.fixtures.vllm import (
     STARTUP_TIMEOUT_S,

@@ -32,13 +32,13 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from control.automation.tasks import task_name
-from control.contract.admin_client import AdminClient
 from control.db import Database
 from control.models import TelemetryWindowRow
 from engine.cli import app as engine_app
-from engine.evaluation.prompts import prompt_digest
 from engine.pools.probe_prompts import CODE_PROMPTS
 from gateway.decision.cohort import in_spec_cohort
+from specwire.admin_client import AdminClient
+from specwire.prompts import prompt_digest
 from tests.e2e.stack import (
     ControlPlane,
     automation_worker,

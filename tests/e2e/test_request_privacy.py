@@ -23,8 +23,8 @@ from sqlalchemy import create_engine, inspect, text
 from typer.testing import CliRunner
 
 from control.cli.admin import app as admin_cli
-from control.contract.admin_client import AdminClient
 from demo.plan import DEMO_THRESHOLDS, SegmentPlan, provision
+from specwire.admin_client import AdminClient
 from tests.e2e.stack import control_plane, engine_agents, wait_routable
 from tests.fixtures.vllm import RunningServer, require_tiny_pair
 from tests.gateway.server import GatewayServer, run_control_gateway

@@ -23,13 +23,13 @@ import pytest
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 
-from control.contract import HeartbeatAck, WorkerHeartbeat
 from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe, parse_engine_metrics
 from engine.agent.energy import EnergyMeter
 from engine.agent.memory import process_tree, process_tree_cpu_seconds
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.pools.local import tiny_baseline_pool
 from engine.pools.supervisor import Backoff, Supervisor
+from specwire import HeartbeatAck, WorkerHeartbeat
 from tests.fixtures.vllm import RunningServer, free_port, require_tiny_pair
 
 pytestmark = pytest.mark.vllm

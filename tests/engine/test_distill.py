@@ -9,11 +9,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from engine.artifacts import check_pair
 from engine.cli import app as engine_app
 from engine.distill.leakage import ngram_hashes, overlapping
-from engine.evaluation.prompts import prompt_digest
 from engine.pools.local import tiny_pair_dir
+from specwire.artifacts import check_pair
+from specwire.prompts import prompt_digest
 from tests.gateway.server import serve_app
 
 ADMIN = "distill-admin-token"

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from engine.cli import app as engine_app
-from engine.evaluation.prompts import prompt_digest
 from engine.pools.local import tiny_pair_dir
+from specwire.prompts import prompt_digest
 from tests.gateway.server import serve_app
 
 pytestmark = pytest.mark.vllm

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from engine.cli import app as engine_app
 from engine.evaluation.measure import tokens_per_pass
-from engine.evaluation.prompts import prompt_digest
 from engine.pools.local import tiny_pair_dir
+from specwire.prompts import prompt_digest
 from tests.e2e.stack import control_plane
 from tests.fixtures.vllm import RunningServer
 

@@ -15,14 +15,14 @@ from engine.evaluation.measure import (
     timed_cost_ratio,
     tokens_per_pass,
 )
-from engine.evaluation.prompts import (
+from engine.evaluation.run import CaseRun, baseline_timing, spec_timing
+from specwire.prompts import (
     TOKEN_ENV,
     PromptStoreError,
     load_store,
     prompt_digest,
     resolve_cases,
 )
-from engine.evaluation.run import CaseRun, baseline_timing, spec_timing
 from tests.gateway.server import dead_url, serve_app
 
 

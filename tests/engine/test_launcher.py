@@ -5,8 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from control.contract import PairVersionSpec, PoolSpec, SpeculativeConfig
-from control.contract.engine_args import ALLOWED_ENGINE_ARGS
 from engine.pools.commands import worker_cores
 from engine.pools.launcher import (
     SERVER_MODULE,
@@ -16,6 +14,8 @@ from engine.pools.launcher import (
     parse_cpu_list,
 )
 from engine.vllm_fix import site_dir
+from specwire import PairVersionSpec, PoolSpec, SpeculativeConfig
+from specwire.engine_args import ALLOWED_ENGINE_ARGS
 from tests.fixtures.vllm_flags import PATH_CLASS_OR_CODE_FLAGS, help_flags, hostile_value
 
 

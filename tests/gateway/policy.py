@@ -4,7 +4,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from control.contract import (
+from specwire import (
     PairCapabilities,
     PairVersionSpec,
     PolicySnapshot,

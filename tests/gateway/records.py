@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
-from control.contract import Arm
 from gateway.telemetry import RequestRecord
+from specwire import Arm
 
 BASE = RequestRecord(
     request_id="r",

@@ -12,10 +12,10 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from control.contract import PolicySnapshot, TelemetryWindow
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
+from specwire import PolicySnapshot, TelemetryWindow
 from tests.gateway.policy import write_snapshot
 
 

@@ -7,18 +7,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from control.contract import (
+from gateway.decision.decide import Decision, DecisionInput, Override, decide
+from gateway.decision.features import request_features
+from gateway.decision.reasons import DecisionReason as R
+from gateway.errors import ModelNotFound
+from gateway.proxy.schemas import ChatCompletionBody
+from specwire import (
     Arm,
     PairVersionSpec,
     PolicySnapshot,
     SegmentSelector,
     SegmentSpec,
 )
-from gateway.decision.decide import Decision, DecisionInput, Override, decide
-from gateway.decision.features import request_features
-from gateway.decision.reasons import DecisionReason as R
-from gateway.errors import ModelNotFound
-from gateway.proxy.schemas import ChatCompletionBody
 from tests.gateway.policy import (
     BASELINE_POOL,
     SEGMENT_ID,

@@ -16,7 +16,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from control.app import create_app
-from control.contract import (
+from control.migrate import upgrade
+from control.settings import ControlSettings
+from engine.pools.probe_prompts import CODE_PROMPTS
+from engine.tiny.corpus import build_corpus
+from engine.tiny.styles import styled_prompts
+from specwire import (
     PolicySnapshot,
     RequestRecordDoc,
     SegmentSelector,
@@ -24,11 +29,6 @@ from control.contract import (
     TelemetryBatch,
     TenantSpec,
 )
-from control.migrate import upgrade
-from control.settings import ControlSettings
-from engine.pools.probe_prompts import CODE_PROMPTS
-from engine.tiny.corpus import build_corpus
-from engine.tiny.styles import styled_prompts
 from tests.fixtures.vllm import TINY_ADAPTER, RunningServer
 from tests.gateway.policy import (
     OVERRIDE_KEY,

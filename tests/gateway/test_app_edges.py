@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from control.contract import Arm, RolloutState
 from gateway.routing.breaker import BreakerState
+from specwire import Arm, RolloutState
 from tests.gateway.policy import LIMITED_KEY, OVERRIDE_KEY, TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, dead_url, run_gateway
 

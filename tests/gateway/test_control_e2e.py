@@ -19,8 +19,8 @@ from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from control.cli.admin import app as admin_cli
-from control.contract.replay import ROUTING_FIELDS
 from engine.pools.local import tiny_pair_dir
+from specwire.replay import ROUTING_FIELDS
 from tests.fixtures.services import require_redis
 from tests.gateway.server import GatewayServer, run_control_gateway, run_gateway, serve_app
 
@@ -313,11 +313,11 @@ def test_a_routed_record_keeps_seed_digests_and_build_and_replays_without_text(
     into control, the gateway routes a seeded, stop-, bias- and schema-carrying request
     to it and ships its record; the stored row and the API body hold the seed, the
     digests and the engine build, never the stop string, the bias or the schema."""
-    from control.contract.admin_client import AdminClient
-    from control.contract.digest import canonical_digest
     from engine.agent import ControlClient, HeartbeatAgent, WorkerProbe
     from engine.agent.build import specroute_build
     from engine.fake import FAKE_ENGINE_VERSION, FakeUpstream
+    from specwire.admin_client import AdminClient
+    from specwire.digest import canonical_digest
     from tests.e2e.stack import wait_routable
 
     key = _new_tenant_key(control_url, "acme")

@@ -5,7 +5,6 @@ from typing import Any
 
 import pytest
 
-from control.contract import Arm, PairCapabilities, RolloutState
 from gateway.decision.cohort import cohort_bucket, in_spec_cohort
 from gateway.decision.decide import Decision, DecisionInput, Override, decide
 from gateway.decision.features import request_features
@@ -13,6 +12,7 @@ from gateway.decision.reasons import RANDOMIZED
 from gateway.decision.reasons import DecisionReason as R
 from gateway.errors import ModelNotFound, PermissionDenied, ServiceUnavailable
 from gateway.proxy.schemas import ChatCompletionBody
+from specwire import Arm, PairCapabilities, RolloutState
 from tests.gateway.policy import BASELINE_POOL, SPEC_POOL, make_snapshot
 
 SPEC = ["http://127.0.0.1:1"]

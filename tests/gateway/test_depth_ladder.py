@@ -9,14 +9,6 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from control.contract import (
-    Arm,
-    DepthLadder,
-    DepthRung,
-    PolicySnapshot,
-    PoolSnapshot,
-    WorkerSpec,
-)
 from gateway.app import build_state
 from gateway.decision.decide import Decision, DecisionInput, decide
 from gateway.decision.depth import AcceptanceWatch, next_rung, rung_loads
@@ -27,6 +19,14 @@ from gateway.routing.balancer import Balancer, Lease
 from gateway.routing.depth import DepthRouter
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
+from specwire import (
+    Arm,
+    DepthLadder,
+    DepthRung,
+    PolicySnapshot,
+    PoolSnapshot,
+    WorkerSpec,
+)
 from tests.gateway.policy import PAIR_ID, SPEC_POOL, make_snapshot
 
 K5_POOL, K2_POOL = 4, 5

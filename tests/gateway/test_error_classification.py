@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client.parser import text_string_to_metric_families
 
-from control.contract import Arm, RequestRecordDoc, TelemetryWindow
+from specwire import Arm, RequestRecordDoc, TelemetryWindow
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway, serve_app
 

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from control.contract import PairCapabilities
+from specwire import PairCapabilities
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import OVERRIDE_KEY, TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway

@@ -17,9 +17,9 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
-from control.contract import Arm, QuotaSpec, RolloutState
 from gateway.decision.cohort import in_spec_cohort
 from gateway.telemetry.positions import POSITION_LABELS, UNKNOWN
+from specwire import Arm, QuotaSpec, RolloutState
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import OVERRIDE_KEY, TENANT_KEY, make_snapshot, stale
 from tests.gateway.server import GatewayServer, dead_url, run_gateway

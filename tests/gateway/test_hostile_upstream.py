@@ -9,8 +9,8 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from control.contract import WorkerHeartbeat
 from gateway.routing.breaker import BreakerState
+from specwire import WorkerHeartbeat
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import run_gateway, serve_app
 from tests.hostile.upstream import GARBAGE_STREAM, NAN_JSON, REDIRECT, HostileEngine

@@ -5,9 +5,9 @@ import math
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from control.contract import Arm
 from gateway.metrics import LATENCY_BUCKETS_S, OTHER, GatewayMetrics, TopKLabels
 from gateway.telemetry import RequestRecord
+from specwire import Arm
 from tests.gateway.records import make_record
 
 

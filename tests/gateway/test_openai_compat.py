@@ -11,8 +11,8 @@ import httpx
 import openai
 import pytest
 
-from control.contract import RolloutState
 from engine.fake import FakeUpstream
+from specwire import RolloutState
 from tests.gateway.policy import LIMITED_KEY, TENANT_KEY, make_snapshot
 from tests.gateway.server import run_gateway, serve_app
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from control.contract import MAX_MISMATCH_IDS, Arm, RolloutState
 from gateway.decision.decide import Decision, DecisionInput, decide
 from gateway.decision.features import request_features
 from gateway.proxy.pair_check import (
@@ -20,6 +19,7 @@ from gateway.proxy.pair_check import (
 from gateway.proxy.schemas import ChatCompletionBody
 from gateway.telemetry import TelemetryAggregator
 from gateway.telemetry.pair_record import PairOutcome, PairRecord, SampledOutcome
+from specwire import MAX_MISMATCH_IDS, Arm, RolloutState
 from tests.gateway.policy import BASELINE_POOL, ROLLOUT_ID, SPEC_POOL, make_snapshot
 
 

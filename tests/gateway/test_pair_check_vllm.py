@@ -20,8 +20,8 @@ from fastapi import FastAPI, Request, Response
 
 from control.automation.budget import family_alpha
 from control.automation.contract import ContractGuard, contract_guard
-from control.contract import OutputContractCounts, RolloutState
 from control.models import ThresholdSet
+from specwire import OutputContractCounts, RolloutState
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway, serve_app

@@ -13,7 +13,6 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from control.contract import Arm, PolicySnapshot
 from gateway import pipeline
 from gateway.app import build_state
 from gateway.decision.features import request_features
@@ -24,6 +23,7 @@ from gateway.proxy.intake import JSONBody
 from gateway.proxy.schemas import ChatCompletionBody
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
+from specwire import Arm, PolicySnapshot
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import dead_url, serve_app
 

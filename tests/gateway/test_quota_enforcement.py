@@ -11,9 +11,9 @@ import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
-from control.contract import QuotaSpec
 from engine.fake import PROMPT_TOKENS, FakeUpstream
 from gateway.quota.memory import InMemoryQuotaLimiter
+from specwire import QuotaSpec
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway, serve_app
 

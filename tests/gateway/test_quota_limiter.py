@@ -8,11 +8,11 @@ import pytest
 import pytest_asyncio
 import redis.asyncio as redis
 
-from control.contract import QuotaSpec, QuotaWeights, TenantSpec
 from gateway.quota import make_quota_limiter, weighted_cost
 from gateway.quota.guarded import GuardedQuotaLimiter
 from gateway.quota.memory import InMemoryQuotaLimiter
 from gateway.quota.redis_limiter import RedisQuotaLimiter
+from specwire import QuotaSpec, QuotaWeights, TenantSpec
 from tests.fixtures.services import require_redis
 
 WEIGHTS = QuotaWeights(prompt=1.0, completion=2.0, rejected_draft=0.25)

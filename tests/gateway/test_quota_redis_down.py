@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from control.contract import QuotaSpec, TenantSpec
 from gateway.quota import make_quota_limiter
 from gateway.quota.guarded import GuardedQuotaLimiter, QuotaStoreUnavailable
+from specwire import QuotaSpec, TenantSpec
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import run_gateway, serve_app
 

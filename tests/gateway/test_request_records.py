@@ -4,14 +4,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from control.contract import Arm, SamplingSummary
-from control.contract.digest import canonical_digest
 from gateway.decision.features import sampling_summary
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.records import refusal_record
 from gateway.proxy.schemas import ChatCompletionBody, CompletionBody
 from gateway.telemetry import RequestRecord, TelemetryAggregator
 from gateway.telemetry.record import RequestFacts, Routing, record_doc
+from specwire import Arm, SamplingSummary
+from specwire.digest import canonical_digest
 from tests.gateway.records import make_record
 
 T0 = 1_700_000_000.0

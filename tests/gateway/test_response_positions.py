@@ -5,11 +5,11 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from control.contract import Arm
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.sanitize import spec_stats
 from gateway.telemetry.positions import by_response_position, position_bucket
 from gateway.telemetry.record import RequestRecord
+from specwire import Arm
 
 # The final usage chunk of a streamed request to the tiny pair's spec server (vLLM 0.32,
 # k=3, --per-request-spec-decode-metrics detailed, max_tokens 20).

@@ -1,8 +1,8 @@
 """Least-outstanding choice and the per-worker circuit breaker."""
 
-from control.contract import PoolSnapshot, WorkerSpec
 from gateway.routing.balancer import Balancer
 from gateway.routing.breaker import BreakerState, CircuitBreaker
+from specwire import PoolSnapshot, WorkerSpec
 
 
 class FakeClock:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from control.contract import Arm
+from specwire import Arm
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from control.contract import Arm, PolicySnapshot, QuotaSpec, RolloutState, TelemetryWindow
 from gateway.quota.limiter import weighted_cost
+from specwire import Arm, PolicySnapshot, QuotaSpec, RolloutState, TelemetryWindow
 from tests.fixtures.vllm import RunningServer
 from tests.gateway.policy import ROLLOUT_ID, TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from fastapi import FastAPI, Header, Response
 
-from control.contract import INTERNAL_PREFIX, SNAPSHOT_CHANNEL, PolicySnapshot, TenantSpec
 from gateway.snapshot.poller import SnapshotPoller
 from gateway.snapshot.store import SnapshotStore
+from specwire import INTERNAL_PREFIX, SNAPSHOT_CHANNEL, PolicySnapshot, TenantSpec
 from tests.fixtures.services import require_redis
 from tests.gateway.policy import TENANT_KEY, key_hash, make_snapshot, write_snapshot
 from tests.gateway.server import serve_app

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from control.contract import LATENCY_BUCKETS_MS, LOAD_BUCKET_EDGES, Arm, TelemetryBatch, load_bucket
 from gateway.telemetry import RequestRecord, TelemetryAggregator, bucket_index
 from gateway.telemetry.buckets import OVERFLOW_INDEX
+from specwire import LATENCY_BUCKETS_MS, LOAD_BUCKET_EDGES, Arm, TelemetryBatch, load_bucket
 from tests.gateway.records import make_record
 
 T0 = 1_700_000_000.0  # a multiple of 10 s: window [T0, T0 + 10)

@@ -14,13 +14,13 @@ import pytest_asyncio
 import uvicorn
 from sqlalchemy import func, select
 
-from control.contract import LATENCY_BUCKETS_MS, Arm
 from control.db import Database
 from control.models import TelemetryWindowRow
 from control.settings import ControlSettings
 from control.telemetry.service import list_windows
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry import RequestRecord, TelemetryAggregator, TelemetryFlusher
+from specwire import LATENCY_BUCKETS_MS, Arm
 from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
 from tests.gateway.records import make_record
 

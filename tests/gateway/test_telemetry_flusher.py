@@ -19,9 +19,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from control.contract import TelemetryAck, TelemetryBatch
 from gateway.metrics import GatewayMetrics
 from gateway.telemetry import RequestRecord, TelemetryAggregator, TelemetryFlusher
+from specwire import TelemetryAck, TelemetryBatch
 from tests.gateway.records import make_record
 
 TOKEN = "internal-test-token"

@@ -41,7 +41,7 @@ def control_tally(database_url: str | None, per_operation: int, work: Path) -> T
     from control.app import create_app
     from control.migrate import upgrade
     from control.settings import ControlSettings
-    from engine.artifacts import BUNDLED_PAIR_DIR
+    from specwire.artifacts import BUNDLED_PAIR_DIR
 
     url = database_url or f"sqlite:///{work / 'control.db'}"
     upgrade(url)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.artifacts import BUNDLED_PAIR_DIR
+from specwire.artifacts import BUNDLED_PAIR_DIR
 from tests.hostile.model_dirs import BREAKAGES, write_broken_drafts
 from tests.hostile.values import LONE_SURROGATE, nested
 

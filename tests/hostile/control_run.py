@@ -5,7 +5,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.artifacts import BUNDLED_PAIR_DIR
+from specwire.artifacts import BUNDLED_PAIR_DIR
 from tests.hostile.control_cases import Case
 from tests.hostile.fuzz import FuzzRequest, requests_from_openapi
 

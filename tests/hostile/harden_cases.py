@@ -7,7 +7,7 @@ where a refusal is due counts as a wrong 2xx."""
 import socket
 from typing import Any
 
-from engine.artifacts import BUNDLED_PAIR_DIR
+from specwire.artifacts import BUNDLED_PAIR_DIR
 from tests.hostile.control_cases import Case
 from tests.hostile.control_run import HttpClient, Tally, send_case
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.artifacts import BUNDLED_PAIR_DIR
+from specwire.artifacts import BUNDLED_PAIR_DIR
 
 
 def _edit_json(path: Path, change: Callable[[Any], Any]) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from control.contract import (
+from specwire import (
     PolicySnapshot,
     PoolSnapshot,
     QuotaSpec,

@@ -16,9 +16,9 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from control.contract import QuotaSpec, TenantSpec
 from gateway.quota import make_quota_limiter
 from gateway.quota.guarded import GuardedQuotaLimiter
+from specwire import QuotaSpec, TenantSpec
 
 
 @dataclass(frozen=True)

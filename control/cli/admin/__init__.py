@@ -1,5 +1,5 @@
 """`specroute admin ...`: the admin API from the command line, over the SDK
-(control.contract.admin_client).
+(specwire.admin_client).
 
 Every resource has the same shape: `admin pool list`, `admin pool show NAME`,
 `admin pool create ...`, `admin pool update NAME --set desired_workers=2`,

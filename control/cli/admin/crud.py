@@ -11,7 +11,7 @@ from control.cli.admin.output import emit_rows as emit_rows
 from control.cli.admin.session import client, parse_sets, run
 
 if TYPE_CHECKING:
-    from control.contract.admin_client import Resource
+    from specwire.admin_client import Resource
 
 IfMatchOption: Any = typer.Option(
     None, "--if-match", help="The version (ETag) you read; 412 if it changed since."

@@ -45,7 +45,7 @@ def pair_register(
     output: Output = OutputOption,
 ) -> None:
     """Register a new immutable pair version (the artifacts are validated)."""
-    from control.contract.admin_client import NotFound
+    from specwire.admin_client import NotFound
 
     def go() -> dict[str, Any]:
         pairs = client().pairs

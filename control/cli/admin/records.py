@@ -308,7 +308,7 @@ def eval_set_create(
 def _digest_from_store(eval_set: dict[str, Any], ref: str) -> str:
     """The sha256 of the prompt `ref` in the set's prompt store, as `engine evaluate`
     checks it (read here, on the operator's machine; control never sees it)."""
-    from engine.evaluation.prompts import PromptStoreError, load_store, prompt_digest
+    from specwire.prompts import PromptStoreError, load_store, prompt_digest
 
     try:
         prompts = load_store(eval_set["prompt_store"])

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import typer
 
 if TYPE_CHECKING:
-    from control.contract.admin_client import AdminClient
+    from specwire.admin_client import AdminClient
 
 EXIT_API = 1
 EXIT_INPUT = 2
@@ -46,7 +46,7 @@ _session = _Session()
 
 def configure(url: str, token: str | None) -> None:
     if token is None and os.environ.get("SPECROUTE_DEV_TOKENS", "").lower() in ("1", "true"):
-        from control.contract.admin_client import DEV_ADMIN_TOKEN
+        from specwire.admin_client import DEV_ADMIN_TOKEN
 
         token = DEV_ADMIN_TOKEN
     _session.url, _session.token, _session.admin = url, token, None
@@ -70,14 +70,14 @@ def _skip_httpx_command_line() -> None:
 def make_client(url: str, token: str) -> "AdminClient":
     """The SDK client the commands use (tests replace it to reach an in-process app)."""
     _skip_httpx_command_line()
-    from control.contract.admin_client import AdminClient
+    from specwire.admin_client import AdminClient
 
     if not url.startswith("http://"):
         return AdminClient(url, token)
     import httpx
 
     from control.cli.admin.transport import StdlibTransport
-    from control.contract.admin_operations import ADMIN_PREFIX, client_options
+    from specwire.admin_operations import ADMIN_PREFIX, client_options
 
     options = client_options(url.rstrip("/") + ADMIN_PREFIX, token, timeout_s=30.0)
     options.pop("verify")
@@ -87,7 +87,7 @@ def make_client(url: str, token: str) -> "AdminClient":
 def client() -> "AdminClient":
     if _session.admin is None:
         if not _session.token:
-            from control.contract.admin_client import DEV_ADMIN_TOKEN
+            from specwire.admin_client import DEV_ADMIN_TOKEN
 
             fail(
                 "no admin token: export SPECROUTE_ADMIN_TOKEN (the token `specroute control "
@@ -107,7 +107,7 @@ def fail(message: str, code: int = EXIT_API) -> NoReturn:
 def run(action: Callable[[], T]) -> T:
     """`action()`, with the SDK's and the CLI's errors as one line and an exit code."""
     _skip_httpx_command_line()
-    from control.contract.admin_client import AdminError, ApiError
+    from specwire.admin_client import AdminError, ApiError
 
     try:
         return action()

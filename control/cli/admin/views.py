@@ -151,7 +151,7 @@ def evaluation_diff_lines(doc: dict[str, Any]) -> tuple[str, list[tuple[str, ...
 
 
 def replay_lines(settings: dict[str, Any]) -> str:
-    """One `name value` line per setting (control.contract.replay), the routing first;
+    """One `name value` line per setting (specwire.replay), the routing first;
     `-` where the record has none (a sampling `-` is the engine's default)."""
     fields = {k: v for k, v in settings.items() if k != "sampling"} | settings["sampling"]
     width = max(len(name) for name in fields) + 2

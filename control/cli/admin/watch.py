@@ -18,7 +18,7 @@ from control.cli.admin.session import EXIT_TIMEOUT, client, fail, run
 
 
 class State(StrEnum):
-    """The rollout states (control.contract.snapshot.RolloutState; a test keeps them
+    """The rollout states (specwire.snapshot.RolloutState; a test keeps them
     equal, spelled out so that `--help` needs no pydantic)."""
 
     draft = "draft"

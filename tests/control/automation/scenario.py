@@ -10,7 +10,6 @@ from celery import Celery
 from sqlalchemy import select
 
 from control.automation.tasks import task_name
-from control.contract import Arm, TelemetryBatch, WorkerHeartbeat
 from control.db import Database
 from control.models import (
     AuditEvent,
@@ -29,6 +28,7 @@ from control.simulation.windows import window_of
 from control.telemetry.service import ingest_batch
 from control.thresholds.schemas import ThresholdValues
 from control.workers.service import record_heartbeat
+from specwire import Arm, TelemetryBatch, WorkerHeartbeat
 
 K = 3
 ADMIN = "admin:test"

@@ -7,11 +7,11 @@ from sqlalchemy import select
 
 from control.automation.gather import gather_evidence
 from control.automation.pipeline import Job, judge_one
-from control.contract import Arm
 from control.db import Database
 from control.models import Rollout, TelemetryWindowRow, utcnow
 from control.settings import ControlSettings
 from control.telemetry.service import ingest_batch
+from specwire import Arm
 from tests.control.automation import scenario as sc
 
 WINDOWS = 8

@@ -8,10 +8,10 @@ request ids."""
 from collections.abc import Callable
 
 from control.automation.pipeline import Job, judge_one
-from control.contract import Arm, OutputContractCounts
 from control.db import Database
 from control.settings import ControlSettings
 from control.telemetry.service import ingest_batch
+from specwire import Arm, OutputContractCounts
 from tests.control.automation import scenario as sc
 
 WINDOWS = 6

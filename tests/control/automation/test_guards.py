@@ -273,9 +273,9 @@ def test_a_spec_pool_with_no_worker_matching_the_pair_version_is_disabled(
 def test_one_matching_worker_keeps_the_rollout_and_the_others_get_no_traffic(
     automation_app: AutomationCelery, committed_database: Database
 ) -> None:
-    from control.contract import PolicySnapshot
     from control.settings import ControlSettings
     from control.snapshot.service import SnapshotService
+    from specwire import PolicySnapshot
 
     setup = sc.create_rollout(committed_database)
     sc.heartbeat(committed_database, setup, "spec-bad", model_digest="f" * 64)

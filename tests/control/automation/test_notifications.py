@@ -6,10 +6,10 @@ from pathlib import Path
 import redis
 
 from control.automation.app import create_celery_app
-from control.contract import SNAPSHOT_CHANNEL
 from control.migrate import upgrade
 from control.settings import ControlSettings
 from control.snapshot.version import bump_snapshot_version
+from specwire import SNAPSHOT_CHANNEL
 from tests.fixtures.services import require_redis
 
 

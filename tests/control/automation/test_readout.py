@@ -97,7 +97,7 @@ def test_rollout_show_prints_the_readout(
     client = TestClient(create_app(settings, committed_database))
 
     import control.cli.admin.session as session
-    from control.contract.admin_client import AdminClient
+    from specwire.admin_client import AdminClient
 
     def in_process(url: str, token: str) -> AdminClient:
         # NOTE: the app runs in-process (TestClient) so the test shares its database.

@@ -9,12 +9,12 @@ from control.app import create_app
 from control.automation.budget import family_alpha
 from control.automation.gather import SHIFT_MULTIPLES
 from control.automation.pipeline import Job, judge_one
-from control.contract import TelemetryWindow
 from control.db import Database
 from control.settings import ControlSettings
 from control.stats import BlockEstimate, build_panel, gaussian_cusum
 from control.stats.load_model import adjusted_blocks, arm_cells, fit_line, joint_slopes, slope_bias
 from control.stats.panel import window_arrays
+from specwire import TelemetryWindow
 from tests.control.automation import scenario as sc
 from tests.control.stats.simulate import window_row
 from tests.fixtures.db import ADMIN_TOKEN

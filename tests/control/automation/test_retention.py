@@ -6,11 +6,11 @@ from sqlalchemy import select
 
 from control import clock
 from control.automation.celery_app import AutomationCelery, beat_schedule
-from control.contract import Arm, RequestRecordDoc
 from control.db import Database
 from control.models import RequestRecordRow
 from control.requests import service
 from control.settings import ControlSettings
+from specwire import Arm, RequestRecordDoc
 from tests.control.automation import scenario as sc
 
 

@@ -28,7 +28,6 @@ from control.automation.verdicts import (
     judge_probation,
     probation_backoff_seconds,
 )
-from control.contract import RolloutState
 from control.models import Rollout
 from control.rollouts.state_machine import RolloutAction
 from control.stats import (
@@ -39,6 +38,7 @@ from control.stats import (
     SpecFlow,
     SprtDecision,
 )
+from specwire import RolloutState
 from tests.control.automation.scenario import threshold_row
 
 

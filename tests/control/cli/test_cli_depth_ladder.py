@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from control.cli import app as root
-from control.contract import PolicySnapshot
-from control.contract.admin_client import AdminClient
+from specwire import PolicySnapshot
+from specwire.admin_client import AdminClient
 from tests.control.cli.conftest import TOKEN
 from tests.control.conftest import THRESHOLDS, write_model_dir
 

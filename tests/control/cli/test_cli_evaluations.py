@@ -140,7 +140,7 @@ def test_evaluations_diff_prints_the_cases_that_changed_most(
 def test_eval_sets_add_case_turns_a_request_into_a_case_with_the_stores_digest(
     cli: Callable[..., Result], server: str, tmp_path: Path
 ) -> None:
-    from engine.evaluation.prompts import prompt_digest
+    from specwire.prompts import prompt_digest
     from tests.control.test_request_records_api import batch, record
 
     stored = httpx.post(

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from control.cli import app as root
 from control.cli.admin.watch import State
-from control.contract.admin_client import AdminClient
-from control.contract.snapshot import RolloutState
+from specwire.admin_client import AdminClient
+from specwire.snapshot import RolloutState
 from tests.control.cli.conftest import TOKEN
 from tests.control.conftest import THRESHOLDS, WAIVE_ALL, eval_cases, write_model_dir
 

@@ -53,7 +53,7 @@ def test_admin_help_imports_neither_the_http_client_nor_the_models(args: list[st
     assert isinstance(modules, list)
     loaded = [
         m
-        for m in ("httpx", "rich.console", "yaml", "control.contract.snapshot", "pydantic")
+        for m in ("httpx", "rich.console", "yaml", "specwire.snapshot", "pydantic")
         if m in modules
     ]
     assert loaded == []

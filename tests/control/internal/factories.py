@@ -6,7 +6,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control.contract import WorkerHeartbeat
 from control.models import (
     ApiKey,
     Pair,
@@ -18,6 +17,7 @@ from control.models import (
     ThresholdSet,
 )
 from control.snapshot.version import bump_snapshot_version
+from specwire import WorkerHeartbeat
 
 
 @dataclass

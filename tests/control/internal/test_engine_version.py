@@ -4,7 +4,7 @@ worker reports, and a worker that changes its engine version bumps the snapshot.
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from control.contract import PolicySnapshot
+from specwire import PolicySnapshot
 from tests.control.internal.factories import beat, build_world
 from tests.fixtures.db import AgentHeaders
 

@@ -13,11 +13,11 @@ import redis
 from fastapi.testclient import TestClient
 
 from control.app import create_app
-from control.contract import SNAPSHOT_CHANNEL
 from control.db import Database
 from control.settings import ControlSettings
 from control.snapshot.notifier import PG_CHANNEL, install_snapshot_notifier
 from control.snapshot.version import bump_snapshot_version, current_snapshot_version
+from specwire import SNAPSHOT_CHANNEL
 from tests.control.internal.factories import beat, build_world
 from tests.fixtures.db import enrol_agent
 from tests.fixtures.services import require_redis

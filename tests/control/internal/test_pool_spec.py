@@ -3,7 +3,7 @@
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from control.contract import PoolSpec
+from specwire import PoolSpec
 from tests.control.internal.factories import build_world
 from tests.fixtures.db import AgentHeaders
 

@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from control.contract import PolicySnapshot
 from control.models import Worker
 from control.settings import ControlSettings
 from control.snapshot.service import SnapshotService
+from specwire import PolicySnapshot
 from tests.control.internal.factories import beat, build_world
 from tests.fixtures.db import AgentHeaders, TransactionBoundDatabase
 

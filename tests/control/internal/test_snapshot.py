@@ -6,12 +6,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from control.contract import PolicySnapshot, QuotaWeights, RequestFeatures, RolloutState
 from control.models import AuditEvent, Worker
 from control.rollouts.service import transition_rollout
 from control.rollouts.state_machine import RolloutAction
 from control.snapshot.service import SnapshotService
 from control.snapshot.version import bump_snapshot_version, current_snapshot_version
+from specwire import PolicySnapshot, QuotaWeights, RequestFeatures, RolloutState
 from tests.control.internal.factories import beat, build_world
 from tests.fixtures.db import AgentHeaders
 

@@ -8,7 +8,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from control.contract import (
+from control.db import Database
+from control.models import TelemetryBatchRow, TelemetryWindowRow
+from control.telemetry.service import ingest_batch, list_windows, window_totals
+from specwire import (
     LATENCY_BUCKETS_MS,
     Arm,
     LatencyHistogram,
@@ -16,9 +19,6 @@ from control.contract import (
     TelemetryBatch,
     TelemetryWindow,
 )
-from control.db import Database
-from control.models import TelemetryBatchRow, TelemetryWindowRow
-from control.telemetry.service import ingest_batch, list_windows, window_totals
 from tests.control.internal.factories import build_world
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

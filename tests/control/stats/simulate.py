@@ -5,10 +5,10 @@ from types import SimpleNamespace
 import numpy as np
 from numpy.typing import NDArray
 
-from control.contract import TelemetryWindow
-from control.contract.telemetry import LATENCY_BUCKETS_MS
 from control.stats import AcceptanceCounts
 from control.telemetry.service import row_values
+from specwire import TelemetryWindow
+from specwire.telemetry import LATENCY_BUCKETS_MS
 
 EDGES = np.asarray(LATENCY_BUCKETS_MS)
 BUCKETS = len(LATENCY_BUCKETS_MS) + 1

@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from control.contract import Arm, SpecCounters, TelemetryWindow
 from control.stats import (
     AcceptanceCounts,
     InconsistentCountersError,
@@ -22,6 +21,7 @@ from control.stats import (
     expected_tokens_per_pass_iid,
     wilson_interval,
 )
+from specwire import Arm, SpecCounters, TelemetryWindow
 from tests.control.stats.simulate import accepted_prefix, simulate_counts
 
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from control.contract import LATENCY_BUCKETS_MS
+from specwire import LATENCY_BUCKETS_MS
 from tests.control.stats.simulate import bucketize
 
 

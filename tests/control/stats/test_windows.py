@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from control.contract import Arm, LatencyHistogram, TelemetryWindow
 from control.stats import WindowTotals, add_histograms, combine_windows, estimate_acceptance
+from specwire import Arm, LatencyHistogram, TelemetryWindow
 from tests.control.stats.simulate import bucketize
 
 START = datetime(2025, 3, 1, tzinfo=UTC)

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
-from control.contract.features import Arm
-from control.contract.requests import RequestRecordDoc
+from specwire.features import Arm
+from specwire.requests import RequestRecordDoc
 
 # Fixed log-spaced upper bucket edges in milliseconds: 10 buckets per decade from
 # 0.1 ms to 100 s. counts[i] holds samples <= edge[i] (and > edge[i-1]); the last

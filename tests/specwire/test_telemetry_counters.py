@@ -1,4 +1,4 @@
-"""The telemetry counter set is defined once, in `control.contract.WindowCounts`, with
+"""The telemetry counter set is defined once, in `specwire.WindowCounts`, with
 its addition (`add_counts`). Everything else is derived from it; these tests fail when
 a counter is added to the contract but not followed by one of the places that carry it:
 the gateway's accumulator, control's totals, the stored row, the ingestion bounds."""
@@ -7,7 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from control.contract import (
+from control.errors import InvalidRequest
+from control.internal.limits import check_batch
+from control.models import TelemetryWindowRow
+from control.stats.windows import combine_windows
+from control.telemetry.service import row_values, window_from_row
+from gateway.telemetry.aggregator import TelemetryAggregator
+from gateway.telemetry.record import RequestRecord
+from specwire import (
     COUNTER_FIELDS,
     HISTOGRAM_FIELDS,
     LATENCY_BUCKETS_MS,
@@ -23,13 +30,6 @@ from control.contract import (
     WindowCounts,
     add_counts,
 )
-from control.errors import InvalidRequest
-from control.internal.limits import check_batch
-from control.models import TelemetryWindowRow
-from control.stats.windows import combine_windows
-from control.telemetry.service import row_values, window_from_row
-from gateway.telemetry.aggregator import TelemetryAggregator
-from gateway.telemetry.record import RequestRecord
 from tests.gateway.records import make_record
 
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from control.contract.snapshot import PairVersionSpec
+from specwire.snapshot import PairVersionSpec
 
 
 class SpeculativeConfig(BaseModel):

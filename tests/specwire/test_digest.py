@@ -1,10 +1,10 @@
-"""control.contract.digest: one canonical digest for every value a record identifies."""
+"""specwire.digest: one canonical digest for every value a record identifies."""
 
 import hashlib
 
 import pytest
 
-from control.contract.digest import DIGEST_LENGTH, canonical_digest, canonical_json
+from specwire.digest import DIGEST_LENGTH, canonical_digest, canonical_json
 
 
 def test_key_order_and_spacing_do_not_change_the_digest() -> None:

@@ -5,7 +5,7 @@ What a replay needs besides the prompt (which control never holds): where it ran
 sampled (temperature, top_p, top_k, max_tokens, seed, ...). Stop strings, logit
 bias and the structured-output schema appear as their digests: the operator
 supplies the values and checks them against the digests
-(`control.contract.digest.canonical_digest`).
+(`specwire.digest.canonical_digest`).
 """
 
 from typing import Any

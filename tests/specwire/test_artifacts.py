@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.artifacts import (
+from engine.tiny.tokenizer import save_tokenizer, train_tokenizer
+from specwire.artifacts import (
     ArtifactError,
     IncompatiblePairError,
     MissingArtifactError,
@@ -21,7 +22,6 @@ from engine.artifacts import (
     inspect_model,
     tokenizer_fingerprint,
 )
-from engine.tiny.tokenizer import save_tokenizer, train_tokenizer
 
 PAIR = Path(__file__).resolve().parents[2] / "engine" / "tiny_pair"
 TARGET, DRAFT, EAGLE = PAIR / "target", PAIR / "draft", PAIR / "eagle"
@@ -155,7 +155,7 @@ def test_unsupported_head_dim_is_refused(draft_copy: Path) -> None:
 
 def test_artifacts_import_without_heavy_libraries() -> None:
     code = (
-        "import sys, engine.artifacts; "
+        "import sys, specwire.artifacts; "
         "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]; "
         "assert not heavy, heavy"
     )

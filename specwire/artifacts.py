@@ -32,7 +32,7 @@ CPU_HEAD_DIMS: frozenset[int] = frozenset({32, 64, 128})
 REQUIRED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 _CHUNK = 1 << 20
-BUNDLED_PAIR_DIR = Path(__file__).resolve().parent / "tiny_pair"
+BUNDLED_PAIR_DIR = Path(__file__).resolve().parents[1] / "engine" / "tiny_pair"
 """The tiny draft-target pair shipped in the package (a default model root)."""
 MODEL_ROOTS_ENV = "SPECROUTE_MODEL_ROOTS"
 # Parts of tokenizer.json that decide which ids a text maps to (and back).

@@ -4,7 +4,7 @@ An operation is a *step*: a generator that yields the `Call`s it needs (one for 
 GET; a name lookup, a GET for the ETag and the PATCH for an update) and receives
 each successful `httpx.Response` back, then returns its value. `AdminClient` runs
 steps over `httpx.Client`, `AsyncAdminClient` over `httpx.AsyncClient`
-(control.contract.admin_client); request building, response parsing and the typed
+(specwire.admin_client); request building, response parsing and the typed
 errors live here once, so the two clients cannot drift apart.
 
 Listings are steps that return a `Listing` (its first page's call); the clients
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from control.contract import replay
+from specwire import replay
 
 DEV_ADMIN_TOKEN = "specroute-admin-dev"
 """The well-known admin token of a control plane started with --dev (never in production)."""
@@ -462,7 +462,7 @@ class EvaluationSteps(ResourceSteps):
 
 class RequestSteps(ResourceSteps):
     def replay_settings(self, request_id: str) -> Step[Document]:
-        """The settings that reproduce a recorded request (control.contract.replay):
+        """The settings that reproduce a recorded request (specwire.replay):
         NotFound for an unknown id, NotReplayable for a request refused before routing."""
         record: Document = yield from self.get(request_id)
         try:

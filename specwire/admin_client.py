@@ -1,7 +1,7 @@
 """The Python SDK for the admin API (`/admin/v1`): `AdminClient` over httpx, and its
 async twin `AsyncAdminClient` with the same resources and methods, awaited.
 
-    from control.contract.admin_client import AdminClient, NotFound
+    from specwire.admin_client import AdminClient, NotFound
 
     with AdminClient("http://127.0.0.1:8000", token) as admin:
         pool = admin.pools.find("tiny-spec")            # by name, or .get(id)
@@ -23,9 +23,9 @@ If-Match: the ETag passed, or else the one a GET just returned (so a concurrent
 change between that GET and the write is still a 412, never a lost update).
 
 What each operation sends and how it reads the answers is written once, without
-I/O, in control.contract.admin_operations; the two clients only carry the calls.
-It lives in `control.contract` because the engine tools (`engine evaluate`) may
-import only the contract of control; it imports httpx and nothing of the project.
+I/O, in specwire.admin_operations; the two clients only carry the calls.
+It lives in `specwire` because the engine tools (`engine evaluate`) import
+nothing of control; it imports httpx and nothing of the project.
 """
 
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -34,8 +34,8 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 import httpx
 
-from control.contract import admin_operations as ops
-from control.contract.admin_operations import (
+from specwire import admin_operations as ops
+from specwire.admin_operations import (
     ADMIN_PREFIX,
     DEFAULT_URL,
     DEV_ADMIN_TOKEN,

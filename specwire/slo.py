@@ -8,7 +8,7 @@ edge is T, so T must be one of these edges (control refuses any other value).
 
 import math
 
-from control.contract.telemetry import LATENCY_BUCKETS_MS
+from specwire.telemetry import LATENCY_BUCKETS_MS
 
 # Every second telemetry edge (5 per decade, 0.1 ms .. 100 s) in seconds: the
 # Prometheus buckets then line up with the telemetry histograms control aggregates.

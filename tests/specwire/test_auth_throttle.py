@@ -1,6 +1,6 @@
-"""The per-address failure buckets (control.contract.auth_throttle), on a fake clock."""
+"""The per-address failure buckets (specwire.auth_throttle), on a fake clock."""
 
-from control.contract.auth_throttle import AuthFailureLimiter
+from specwire.auth_throttle import AuthFailureLimiter
 
 
 class Clock:

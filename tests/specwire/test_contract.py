@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from control.contract import (
+from specwire import (
     LATENCY_BUCKETS_MS,
     LatencyHistogram,
     PolicySnapshot,
@@ -77,7 +77,7 @@ def test_latency_buckets_are_log_spaced_and_histogram_validates() -> None:
 
 
 def test_load_slices_add_their_load_sums_and_lose_them_when_one_part_has_none() -> None:
-    from control.contract.telemetry import LoadSlice, add_load_slices
+    from specwire.telemetry import LoadSlice, add_load_slices
 
     recorded = add_load_slices([[LoadSlice(load_bucket=4, requests=2, load_sum=9)]] * 2)
     assert [(s.requests, s.load_sum) for s in recorded] == [(4, 18)]
@@ -85,3 +85,28 @@ def test_load_slices_add_their_load_sums_and_lose_them_when_one_part_has_none() 
         [[LoadSlice(load_bucket=4, requests=2, load_sum=9)], [LoadSlice(load_bucket=4, requests=1)]]
     )
     assert [(s.requests, s.load_sum) for s in mixed] == [(3, None)]
+
+
+def test_the_old_contract_path_still_imports_with_a_deprecation_warning() -> None:
+    # One release of grace for clients written against control.contract.
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+        "try:\n"
+        "    import control.contract\n"
+        "except DeprecationWarning as exc:\n"
+        "    print('warned:', exc)\n"
+        "warnings.simplefilter('ignore')\n"
+        "from control.contract.admin_client import AdminClient\n"
+        "from control.contract import RolloutState\n"
+        "import specwire.admin_client, specwire\n"
+        "print(AdminClient is specwire.admin_client.AdminClient,"
+        " RolloutState is specwire.RolloutState)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert "warned: control.contract is deprecated" in out
+    assert out.strip().endswith("True True")

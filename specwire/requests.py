@@ -6,7 +6,7 @@ construction: no field can hold prompt, completion or stop text. Sampling
 settings are kept as numbers, flags, counts and digests: a stop list becomes its
 length and the digest of the list, logit bias its count and digest, a JSON schema
 its kind and the digest of the structured-output constraint
-(`control.contract.digest.canonical_digest`). A digest tells whether two requests
+(`specwire.digest.canonical_digest`). A digest tells whether two requests
 used the same settings; it does not hide a low-entropy value (docs/security.md).
 
 A request the gateway refused before routing it (bad key, invalid body, unknown or
@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from control.contract.digest import DIGEST_LENGTH, DIGEST_PATTERN
-from control.contract.features import Arm
+from specwire.digest import DIGEST_LENGTH, DIGEST_PATTERN
+from specwire.features import Arm
 
 # Bounded kinds of structured output (vLLM's and OpenAI's spellings, normalized).
 StructuredKind = Literal[

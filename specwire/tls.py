@@ -1,6 +1,6 @@
 """TLS for `control serve` and `gateway serve`: a certificate and its key, or neither.
 
-Shared by both services (the gateway may import only control.contract), so both
+Shared by both services (the gateway may import only specwire), so both
 refuse the same half-configured or unreadable setup with the same one-line error.
 """
 

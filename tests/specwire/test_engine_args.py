@@ -1,4 +1,4 @@
-"""The engine-argument allow-list (control.contract.engine_args) against vLLM 0.32's
+"""The engine-argument allow-list (specwire.engine_args) against vLLM 0.32's
 own flag list: every allowed flag exists, none of them takes a path, class or code
 (lora-modules aside, whose paths are confined), and everything else is refused."""
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from control.contract.engine_args import (
+from specwire.engine_args import (
     ALLOWED_ENGINE_ARGS,
     RESERVED_ENGINE_FLAGS,
     EngineArgRefused,

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from control.contract.features import RequestFeatures, SegmentSelector
+from specwire.features import RequestFeatures, SegmentSelector
 
 
 class RolloutState(StrEnum):
