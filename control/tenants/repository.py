@@ -1,40 +1,41 @@
-"""SQL for tenants, API keys and admin tokens."""
+"""SQL for tenants, API keys and admin tokens (reads and create through `TENANTS`,
+`API_KEYS` and `ADMIN_TOKENS`)."""
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.models import AdminToken, ApiKey, Tenant
-from control.repository import equal_to, oldest_first
+from control.repository import Repository, equal_to
+
+TENANTS = Repository(Tenant, "tenant")
+API_KEYS = Repository(ApiKey, "api_key")
+ADMIN_TOKENS = Repository(AdminToken, "admin_token")
 
 
 def page_tenants(
     session: Session, *, name: str | None, cursor: str | None, limit: int
 ) -> list[Tenant]:
-    query = select(Tenant).where(*equal_to((Tenant.name, name)))
-    return oldest_first(session, query, Tenant.id, cursor=cursor, limit=limit)
+    return TENANTS.page(session, *equal_to((Tenant.name, name)), cursor=cursor, limit=limit)
 
 
 def page_keys(
     session: Session, tenant_id: int, *, name: str | None, cursor: str | None, limit: int
 ) -> list[ApiKey]:
-    query = select(ApiKey).where(ApiKey.tenant_id == tenant_id, *equal_to((ApiKey.name, name)))
-    return oldest_first(session, query, ApiKey.id, cursor=cursor, limit=limit)
-
-
-def tenant_by_name(session: Session, name: str) -> Tenant | None:
-    return session.scalar(select(Tenant).where(Tenant.name == name))
+    return API_KEYS.page(
+        session,
+        ApiKey.tenant_id == tenant_id,
+        *equal_to((ApiKey.name, name)),
+        cursor=cursor,
+        limit=limit,
+    )
 
 
 def get_key(session: Session, tenant_id: int, key_id: int) -> ApiKey | None:
-    return session.scalar(select(ApiKey).where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id))
+    return API_KEYS.one_or_none(session, ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)
 
 
 def page_admin_tokens(
     session: Session, *, name: str | None, cursor: str | None, limit: int
 ) -> list[AdminToken]:
-    query = select(AdminToken).where(*equal_to((AdminToken.name, name)))
-    return oldest_first(session, query, AdminToken.id, cursor=cursor, limit=limit)
-
-
-def admin_token_by_name(session: Session, name: str) -> AdminToken | None:
-    return session.scalar(select(AdminToken).where(AdminToken.name == name))
+    return ADMIN_TOKENS.page(
+        session, *equal_to((AdminToken.name, name)), cursor=cursor, limit=limit
+    )

@@ -14,8 +14,8 @@ from control.credentials import (
     hash_secret,
     new_secret,
 )
-from control.domain import Missing, NameTaken, found, record_change
-from control.errors import Forbidden, InvalidRequest, stale_version
+from control.domain import Change, Missing, NameTaken, create_recorded, found, record_change
+from control.errors import Forbidden, InvalidRequest
 from control.models import AdminToken, ApiKey, Pool, Tenant, utcnow
 from control.repository import delete_row, get_row
 from control.tenants import repository as repo
@@ -55,26 +55,21 @@ def tenant_state(t: Tenant) -> dict[str, Any]:
 
 
 def get_tenant(session: Session, tenant_id: int) -> Tenant:
-    return found(
-        get_row(session, Tenant, tenant_id), "tenant", f"tenant {tenant_id} does not exist"
+    return repo.TENANTS.get_or_raise(session, tenant_id)
+
+
+def _change(session: Session, tenant_id: int, expected_version: int | None) -> Change[Tenant]:
+    tenant = get_tenant(session, tenant_id)
+    return Change.start(
+        session, tenant, entity="tenant", state=tenant_state, expected_version=expected_version
     )
 
 
 def create_tenant(session: Session, body: TenantCreate, *, actor: str) -> Tenant:
-    if repo.tenant_by_name(session, body.name) is not None:
+    if repo.TENANTS.by_name(session, body.name) is not None:
         raise NameTaken("tenant", f"a tenant named {body.name!r} exists")
     tenant = Tenant(**body.model_dump())
-    session.add(tenant)
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="tenant.create",
-        entity_type="tenant",
-        entity_id=tenant.id,
-        after=tenant_state(tenant),
-    )
-    return tenant
+    return create_recorded(session, tenant, entity="tenant", state=tenant_state, actor=actor)
 
 
 def update_tenant(
@@ -85,47 +80,21 @@ def update_tenant(
     actor: str,
     expected_version: int | None,
 ) -> Tenant:
-    tenant = get_tenant(session, tenant_id)
-    if expected_version is not None and tenant.version != expected_version:
-        raise stale_version("tenant", tenant.id, tenant.version, expected_version)
-    before = tenant_state(tenant)
+    change = _change(session, tenant_id, expected_version)
     changes = body.model_dump(exclude_unset=True, exclude={"clear_quota"})
-    for field, value in changes.items():
-        if value is not None or field == "allowed_models":
-            setattr(tenant, field, value)
+    values = {f: v for f, v in changes.items() if v is not None or f == "allowed_models"}
     if body.clear_quota:
-        tenant.weighted_tokens_per_minute = None
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="tenant.update",
-        entity_type="tenant",
-        entity_id=tenant.id,
-        before=before,
-        after=tenant_state(tenant),
-    )
-    return tenant
+        values["weighted_tokens_per_minute"] = None
+    return change.save(values, actor=actor)
 
 
 def delete_tenant(
     session: Session, tenant_id: int, *, actor: str, expected_version: int | None
 ) -> None:
-    tenant = get_tenant(session, tenant_id)
-    if expected_version is not None and tenant.version != expected_version:
-        raise stale_version("tenant", tenant.id, tenant.version, expected_version)
-    before = tenant_state(tenant)
-    for key in list(tenant.keys):
+    change = _change(session, tenant_id, expected_version)
+    for key in list(change.row.keys):
         delete_row(session, key)
-    delete_row(session, tenant)
-    record_change(
-        session,
-        actor=actor,
-        action="tenant.delete",
-        entity_type="tenant",
-        entity_id=tenant_id,
-        before=before,
-    )
+    change.delete(actor=actor)
 
 
 def create_key(session: Session, tenant_id: int, name: str, *, actor: str) -> tuple[ApiKey, str]:
@@ -134,24 +103,20 @@ def create_key(session: Session, tenant_id: int, name: str, *, actor: str) -> tu
     key = ApiKey(
         tenant_id=tenant.id, name=name, prefix=secret[:VISIBLE_CHARS], key_hash=hash_secret(secret)
     )
-    session.add(key)
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="api_key.create",
-        entity_type="api_key",
-        entity_id=key.id,
-        after={"tenant_id": tenant.id, "name": name, "prefix": key.prefix},
-    )
+    create_recorded(session, key, entity="api_key", state=_key_state, actor=actor)
     return key, secret
 
 
+def _key_state(key: ApiKey) -> dict[str, Any]:
+    return {"tenant_id": key.tenant_id, "name": key.name, "prefix": key.prefix}
+
+
 def get_key(session: Session, tenant_id: int, key_id: int) -> ApiKey:
-    key = repo.get_key(session, tenant_id, key_id)
-    if key is None:
-        raise Missing("api_key", f"tenant {tenant_id} has no key {key_id}")
-    return key
+    return found(
+        repo.get_key(session, tenant_id, key_id),
+        "api_key",
+        f"tenant {tenant_id} has no key {key_id}",
+    )
 
 
 def revoke_key(session: Session, tenant_id: int, key_id: int, *, actor: str) -> ApiKey:
@@ -220,7 +185,7 @@ def _mint(
 ) -> tuple[AdminToken, str]:
     actor = principal.actor
     _check_scopes_held(principal, scopes, "create")
-    if repo.admin_token_by_name(session, name) is not None:
+    if repo.ADMIN_TOKENS.by_name(session, name) is not None:
         raise NameTaken("admin_token", f"a token named {name!r} exists")
     # NOTE: the visible prefix names the principal, so a leaked token is recognisable.
     if Scope.INTERNAL_AGENT in scopes:
@@ -251,10 +216,7 @@ def _mint(
 
 
 def get_admin_token(session: Session, token_id: int) -> AdminToken:
-    token = get_row(session, AdminToken, token_id)
-    if token is None:
-        raise Missing("admin_token", f"admin token {token_id} does not exist")
-    return token
+    return repo.ADMIN_TOKENS.get_or_raise(session, token_id)
 
 
 def revoke_admin_token(session: Session, token_id: int, *, principal: Principal) -> AdminToken:
