@@ -1,21 +1,20 @@
-"""SQL for threshold sets."""
+"""SQL for threshold sets (reads and create through `SETS`)."""
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from control.models import ThresholdSet
-from control.repository import equal_to, oldest_first
+from control.repository import Repository, equal_to
+
+# NOTE: a threshold set's `version` is its number within the name: a change inserts
+# version n+1, the row itself is never updated.
+SETS = Repository(ThresholdSet, "threshold_set")
 
 
 def page_sets(
     session: Session, *, name: str | None, cursor: str | None, limit: int
 ) -> list[ThresholdSet]:
-    query = select(ThresholdSet).where(*equal_to((ThresholdSet.name, name)))
-    return oldest_first(session, query, ThresholdSet.id, cursor=cursor, limit=limit)
-
-
-def get_set(session: Session, set_id: int) -> ThresholdSet | None:
-    return session.get(ThresholdSet, set_id)
+    return SETS.page(session, *equal_to((ThresholdSet.name, name)), cursor=cursor, limit=limit)
 
 
 def latest_version(session: Session, name: str) -> int:

@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from control.domain import NameTaken, found, record_change
+from control.domain import NameTaken, create_recorded
 from control.errors import InvalidRequest
 from control.models import ThresholdSet
 from control.thresholds import repository as repo
@@ -21,10 +21,12 @@ def _locations(exc: ValidationError) -> list[str]:
     return [".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors()]
 
 
+def _state(row: ThresholdSet) -> dict[str, Any]:
+    return {"name": row.name, "version": row.version, **_values(row)}
+
+
 def get_set(session: Session, set_id: int) -> ThresholdSet:
-    return found(
-        repo.get_set(session, set_id), "threshold_set", f"threshold set {set_id} does not exist"
-    )
+    return repo.SETS.get_or_raise(session, set_id)
 
 
 def create_set(session: Session, body: ThresholdSetCreate, *, actor: str) -> ThresholdSet:
@@ -33,17 +35,7 @@ def create_set(session: Session, body: ThresholdSetCreate, *, actor: str) -> Thr
             "threshold_set", f"threshold set {body.name!r} exists; change it to make a new version"
         )
     row = ThresholdSet(name=body.name, version=1, **body.model_dump(exclude={"name"}))
-    session.add(row)
-    session.flush()
-    record_change(
-        session,
-        actor=actor,
-        action="threshold_set.create",
-        entity_type="threshold_set",
-        entity_id=row.id,
-        after={"name": row.name, "version": 1, **_values(row)},
-    )
-    return row
+    return create_recorded(session, row, entity="threshold_set", state=_state, actor=actor)
 
 
 def change_set(
@@ -64,15 +56,12 @@ def change_set(
     row = ThresholdSet(
         name=base.name, version=repo.latest_version(session, base.name) + 1, **values
     )
-    session.add(row)
-    session.flush()
-    record_change(
+    return create_recorded(
         session,
-        actor=actor,
+        row,
+        entity="threshold_set",
         action="threshold_set.version",
-        entity_type="threshold_set",
-        entity_id=row.id,
         before={"id": base.id, "version": base.version, **_values(base)},
-        after={"id": row.id, "version": row.version, **values},
+        state=lambda new: {"id": new.id, "version": new.version, **values},
+        actor=actor,
     )
-    return row
