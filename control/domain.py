@@ -166,6 +166,21 @@ class Change(Generic[M]):
         check_version(row, entity, expected_version)
         return Change(session, row, row.id, entity, state, state(row), row.version)
 
+    @staticmethod
+    def load(
+        session: Session,
+        rows: "repository.Repository[V]",
+        ident: int,
+        *,
+        state: Callable[[V], dict[str, Any]],
+        expected_version: int | None,
+    ) -> "Change[V]":
+        """`start` on the row `ident` of `rows`, or its 404."""
+        row = rows.get_or_raise(session, ident)
+        return Change.start(
+            session, row, entity=rows.entity, state=state, expected_version=expected_version
+        )
+
     def apply(self, values: Mapping[str, Any]) -> M:
         row, session = self.row, self.session
         if inspect(type(row)).version_id_col is not None:

@@ -9,10 +9,10 @@ from sqlalchemy import ColumnElement, Select, inspect, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from control.errors import Missing
-from control.models import Base, IdempotencyRecord, utcnow
+from control.models import IdempotencyRecord, utcnow
 
 T = TypeVar("T")
-M = TypeVar("M", bound=Base)
+M = TypeVar("M")
 
 
 def get_row(session: Session, model: type[T], ident: Any) -> T | None:

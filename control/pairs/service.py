@@ -27,13 +27,6 @@ def get_pair(session: Session, pair_id: int) -> Pair:
     return repo.PAIRS.get_or_raise(session, pair_id)
 
 
-def _change(session: Session, pair_id: int, expected_version: int | None) -> Change[Pair]:
-    pair = get_pair(session, pair_id)
-    return Change.start(
-        session, pair, entity="pair", state=_pair_state, expected_version=expected_version
-    )
-
-
 def get_version(session: Session, pair_id: int, version_id: int) -> PairVersion:
     return found(
         repo.get_version(session, pair_id, version_id),
@@ -52,14 +45,18 @@ def create_pair(session: Session, body: PairCreate, *, actor: str) -> Pair:
 def update_pair(
     session: Session, pair_id: int, body: PairUpdate, *, actor: str, expected_version: int | None
 ) -> Pair:
-    change = _change(session, pair_id, expected_version)
+    change = Change.load(
+        session, repo.PAIRS, pair_id, state=_pair_state, expected_version=expected_version
+    )
     return change.save({"description": body.description}, actor=actor)
 
 
 def delete_pair(
     session: Session, pair_id: int, *, actor: str, expected_version: int | None
 ) -> None:
-    change = _change(session, pair_id, expected_version)
+    change = Change.load(
+        session, repo.PAIRS, pair_id, state=_pair_state, expected_version=expected_version
+    )
     if change.row.versions:
         raise Conflict(
             f"pair {change.row.name!r} has versions; retire them instead",

@@ -49,13 +49,6 @@ def get_pool(session: Session, pool_id: int) -> Pool:
     return repo.POOLS.get_or_raise(session, pool_id)
 
 
-def _change(session: Session, pool_id: int, expected_version: int | None) -> Change[Pool]:
-    pool = get_pool(session, pool_id)
-    return Change.start(
-        session, pool, entity="pool", state=pool_state, expected_version=expected_version
-    )
-
-
 def create_pool(
     session: Session, body: PoolCreate, *, actor: str, model_roots: Sequence[Path]
 ) -> Pool:
@@ -100,7 +93,9 @@ def update_pool(
     model_roots: Sequence[Path],
     expected_version: int | None,
 ) -> Pool:
-    change = _change(session, pool_id, expected_version)
+    change = Change.load(
+        session, repo.POOLS, pool_id, state=pool_state, expected_version=expected_version
+    )
     pool = change.row
     values: dict[str, Any] = {}
     if body.engine_args is not None:
@@ -120,7 +115,9 @@ def update_pool(
 def delete_pool(
     session: Session, pool_id: int, *, actor: str, expected_version: int | None
 ) -> None:
-    change = _change(session, pool_id, expected_version)
+    change = Change.load(
+        session, repo.POOLS, pool_id, state=pool_state, expected_version=expected_version
+    )
     users = repo.rollouts_using(session, pool_id)
     if users:
         raise InUse("pool", f"rollouts {', '.join(users)} use this pool", users)

@@ -106,13 +106,6 @@ def get_rollout(session: Session, rollout_id: int) -> Rollout:
     return repo.ROLLOUTS.get_or_raise(session, rollout_id)
 
 
-def _change(session: Session, rollout_id: int, expected_version: int | None) -> Change[Rollout]:
-    rollout = get_rollout(session, rollout_id)
-    return Change.start(
-        session, rollout, entity="rollout", state=rollout_state, expected_version=expected_version
-    )
-
-
 def _require(session: Session, model: type[Any], ident: int, param: str) -> Any:
     row = get_row(session, model, ident)
     if row is None:
@@ -164,7 +157,9 @@ def create_rollout(
 def update_rollout(
     session: Session, rollout_id: int, body: RolloutUpdate, *, expected_version: int, actor: str
 ) -> Rollout:
-    change = _change(session, rollout_id, expected_version)
+    change = Change.load(
+        session, repo.ROLLOUTS, rollout_id, state=rollout_state, expected_version=expected_version
+    )
     rollout = change.row
     values: dict[str, Any] = {}
     if body.stages is not None:
@@ -273,7 +268,9 @@ def transition_rollout(
     MissingEvidence (409, naming the evidence a `start` lacks) and
     BlockingCaseRegression (409, naming the blocking cases that regressed).
     """
-    change = _change(session, rollout_id, expected_version)
+    change = Change.load(
+        session, repo.ROLLOUTS, rollout_id, state=rollout_state, expected_version=expected_version
+    )
     rollout = change.row
     try:
         step = plan(
@@ -351,7 +348,9 @@ def transition_rollout(
 def delete_rollout(
     session: Session, rollout_id: int, *, expected_version: int | None, actor: str
 ) -> None:
-    change = _change(session, rollout_id, expected_version)
+    change = Change.load(
+        session, repo.ROLLOUTS, rollout_id, state=rollout_state, expected_version=expected_version
+    )
     # NOTE: only drafts go; a rollout that ever moved keeps its decisions as history.
     if change.row.state != RolloutState.DRAFT.value:
         raise RolloutConflict(

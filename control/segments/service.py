@@ -46,7 +46,9 @@ def create_segment(session: Session, body: SegmentCreate, *, actor: str) -> Segm
 def update_segment(
     session: Session, segment_id: int, body: SegmentUpdate, *, expected_version: int, actor: str
 ) -> Segment:
-    change = _change(session, segment_id, expected_version)
+    change = Change.load(
+        session, repo.SEGMENTS, segment_id, state=segment_state, expected_version=expected_version
+    )
     values: dict[str, Any] = {}
     if body.description is not None:
         values["description"] = body.description
@@ -67,15 +69,10 @@ def update_segment(
 def delete_segment(
     session: Session, segment_id: int, *, expected_version: int | None, actor: str
 ) -> None:
-    change = _change(session, segment_id, expected_version)
+    change = Change.load(
+        session, repo.SEGMENTS, segment_id, state=segment_state, expected_version=expected_version
+    )
     users = repo.rollouts_of(session, segment_id)
     if users:
         raise InUse("segment", f"rollouts {', '.join(users)} target this segment", users)
     change.delete(actor=actor)
-
-
-def _change(session: Session, segment_id: int, expected_version: int | None) -> Change[Segment]:
-    segment = get_segment(session, segment_id)
-    return Change.start(
-        session, segment, entity="segment", state=segment_state, expected_version=expected_version
-    )

@@ -58,13 +58,6 @@ def get_tenant(session: Session, tenant_id: int) -> Tenant:
     return repo.TENANTS.get_or_raise(session, tenant_id)
 
 
-def _change(session: Session, tenant_id: int, expected_version: int | None) -> Change[Tenant]:
-    tenant = get_tenant(session, tenant_id)
-    return Change.start(
-        session, tenant, entity="tenant", state=tenant_state, expected_version=expected_version
-    )
-
-
 def create_tenant(session: Session, body: TenantCreate, *, actor: str) -> Tenant:
     if repo.TENANTS.by_name(session, body.name) is not None:
         raise NameTaken("tenant", f"a tenant named {body.name!r} exists")
@@ -80,7 +73,9 @@ def update_tenant(
     actor: str,
     expected_version: int | None,
 ) -> Tenant:
-    change = _change(session, tenant_id, expected_version)
+    change = Change.load(
+        session, repo.TENANTS, tenant_id, state=tenant_state, expected_version=expected_version
+    )
     changes = body.model_dump(exclude_unset=True, exclude={"clear_quota"})
     values = {f: v for f, v in changes.items() if v is not None or f == "allowed_models"}
     if body.clear_quota:
@@ -91,7 +86,9 @@ def update_tenant(
 def delete_tenant(
     session: Session, tenant_id: int, *, actor: str, expected_version: int | None
 ) -> None:
-    change = _change(session, tenant_id, expected_version)
+    change = Change.load(
+        session, repo.TENANTS, tenant_id, state=tenant_state, expected_version=expected_version
+    )
     for key in list(change.row.keys):
         delete_row(session, key)
     change.delete(actor=actor)

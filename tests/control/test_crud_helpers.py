@@ -189,3 +189,15 @@ def test_delete_audits_the_state_before(session: Session) -> None:
         )
     ]
     assert current_snapshot_version(session) == snapshot + 1
+
+
+def test_load_starts_on_the_row_or_raises_its_404(session: Session) -> None:
+    row = SEGMENTS.create(session, _segment("code"))
+    change = Change.load(session, SEGMENTS, row.id, state=_state, expected_version=1)
+    assert (change.row, change.entity, change.read_version) == (row, "segment", 1)
+    assert change.before == {"name": "code", "priority": 0, "version": 1}
+    with pytest.raises(Missing) as raised:
+        Change.load(session, SEGMENTS, row.id + 1000, state=_state, expected_version=1)
+    assert raised.value.code == "segment_not_found"
+    with pytest.raises(PreconditionFailed):
+        Change.load(session, SEGMENTS, row.id, state=_state, expected_version=2)
