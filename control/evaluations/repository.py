@@ -1,4 +1,5 @@
-"""SQL for eval sets, their cases and offline evaluations."""
+"""SQL for eval sets, their cases and offline evaluations (reads through
+`EVAL_SETS`, `EVALUATIONS` and `CASE_RESULTS`)."""
 
 from datetime import date
 from typing import Any
@@ -14,7 +15,11 @@ from control.models import (
     OfflineEvaluation,
     Rollout,
 )
-from control.repository import equal_to, newest_first, oldest_first
+from control.repository import Repository, equal_to
+
+EVAL_SETS = Repository(EvalSet, "eval_set")
+EVALUATIONS = Repository(OfflineEvaluation, "evaluation", label="offline evaluation")
+CASE_RESULTS = Repository(EvaluationCaseResult, "case_result")
 
 
 def latest_version(session: Session, name: str) -> int:
@@ -30,8 +35,7 @@ def latest_set(session: Session, name: str) -> EvalSet | None:
 def page_sets(
     session: Session, *, name: str | None, cursor: str | None, limit: int
 ) -> list[EvalSet]:
-    query = select(EvalSet).where(*equal_to((EvalSet.name, name)))
-    return oldest_first(session, query, EvalSet.id, cursor=cursor, limit=limit)
+    return EVAL_SETS.page(session, *equal_to((EvalSet.name, name)), cursor=cursor, limit=limit)
 
 
 def case_counts(session: Session) -> dict[int, int]:
@@ -66,13 +70,16 @@ def page_evaluations(
     limit: int,
 ) -> list[OfflineEvaluation]:
     """Newest first."""
-    query = select(OfflineEvaluation).where(
+    return EVALUATIONS.page(
+        session,
         *equal_to(
             (OfflineEvaluation.pair_version_id, pair_version_id),
             (OfflineEvaluation.eval_set_id, eval_set_id),
-        )
+        ),
+        cursor=cursor,
+        limit=limit,
+        newest=True,
     )
-    return newest_first(session, query, OfflineEvaluation.id, cursor=cursor, limit=limit)
 
 
 def latest_evaluation(
@@ -109,8 +116,9 @@ def measured_cost_ratio(session: Session, spec_pool_id: int) -> tuple[float, int
 def page_case_results(
     session: Session, evaluation_id: int, *, cursor: str | None, limit: int
 ) -> list[EvaluationCaseResult]:
-    query = select(EvaluationCaseResult).where(EvaluationCaseResult.evaluation_id == evaluation_id)
-    return oldest_first(session, query, EvaluationCaseResult.id, cursor=cursor, limit=limit)
+    return CASE_RESULTS.page(
+        session, EvaluationCaseResult.evaluation_id == evaluation_id, cursor=cursor, limit=limit
+    )
 
 
 def case_results(session: Session, evaluation_id: int) -> dict[str, EvaluationCaseResult]:

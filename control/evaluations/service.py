@@ -7,7 +7,6 @@ from sqlalchemy.orm import Session
 
 from control import clock
 from control.audit.service import record_audit
-from control.domain import found
 from control.errors import InvalidRequest
 from control.evaluations import repository as repo
 from control.evaluations.schemas import (
@@ -32,7 +31,7 @@ from control.repository import get_row
 
 
 def get_set(session: Session, set_id: int) -> EvalSet:
-    return found(get_row(session, EvalSet, set_id), "eval_set", f"eval set {set_id} does not exist")
+    return repo.EVAL_SETS.get_or_raise(session, set_id)
 
 
 def create_set(session: Session, body: EvalSetCreate, *, actor: str) -> EvalSet:
@@ -159,11 +158,7 @@ def create_evaluation(
 
 
 def get_evaluation(session: Session, evaluation_id: int) -> OfflineEvaluation:
-    return found(
-        get_row(session, OfflineEvaluation, evaluation_id),
-        "evaluation",
-        f"offline evaluation {evaluation_id} does not exist",
-    )
+    return repo.EVALUATIONS.get_or_raise(session, evaluation_id)
 
 
 def case_result_rows(body: OfflineEvaluationCreate, k: int) -> list[EvaluationCaseResult]:
