@@ -7,10 +7,10 @@ from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.ids import MAX_ID, IdPath
-from control.api.pagination import Cursor, Limit, Page, cursor_id, page_of
+from control.api.pagination import Cursor, Limit, Page, page_of
 from control.decisions import repository as repo
 from control.decisions.schemas import Decision
-from control.domain import Missing, found
+from control.domain import Missing
 from control.models import Decision as DecisionRow
 
 router = APIRouter(prefix="/decisions", tags=["decisions"])
@@ -33,18 +33,14 @@ def list_decisions(
         kind=kind,
         actor=actor,
         task_id=task_id,
-        before_id=cursor_id(cursor),
+        cursor=cursor,
         limit=limit,
     )
     return page_of(rows, limit, Decision.of)
 
 
 def _get(session: SessionDep, decision_id: int) -> DecisionRow:
-    return found(
-        repo.get_decision(session, decision_id),
-        "decision",
-        f"decision {decision_id} does not exist",
-    )
+    return repo.DECISIONS.get_or_raise(session, decision_id)
 
 
 @router.get("/{decision_id}", response_model=Decision, responses=error_responses(404))
