@@ -154,6 +154,13 @@ class DepthLadder(BaseModel):
     min_dwell_s: float = Field(
         default=5.0, ge=0.0, description="No switch sooner than this after the last one."
     )
+    load_smoothing_s: float = Field(
+        default=2.0,
+        ge=0.0,
+        description="Time constant of the exponential average of the arm's requests in "
+        "flight that the bounds are compared with (0: the count at each request). The "
+        "count at one instant swings by about sqrt(load x workers) requests.",
+    )
     acceptance_reset: float = Field(
         default=0.15,
         gt=0.0,

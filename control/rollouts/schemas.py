@@ -49,6 +49,7 @@ class DepthLadderIn(BaseModel):
     rungs: list[DepthRungIn] = Field(min_length=2, max_length=8)
     hysteresis: float = Field(default=0.5, ge=0.0, le=1000.0)
     min_dwell_s: float = Field(default=5.0, ge=0.0, le=3600.0)
+    load_smoothing_s: float = Field(default=2.0, ge=0.0, le=600.0)
     acceptance_reset: float = Field(default=0.15, gt=0.0, le=1.0)
 
     @model_validator(mode="after")

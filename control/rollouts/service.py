@@ -233,6 +233,7 @@ def _depth_ladder(session: Session, rollout: Rollout, body: DepthLadderIn) -> di
         rungs=[DepthRung.model_validate(r) for r in rungs],
         hysteresis=body.hysteresis,
         min_dwell_s=body.min_dwell_s,
+        load_smoothing_s=body.load_smoothing_s,
         acceptance_reset=body.acceptance_reset,
     )
     return ladder.model_dump()

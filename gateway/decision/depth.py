@@ -19,7 +19,7 @@ from specwire import DepthLadder
 UNUSABLE = math.inf  # the load of a rung whose pool has no usable worker
 
 
-def rung_loads(in_flight: int, usable_workers: Sequence[int]) -> list[float]:
+def rung_loads(in_flight: float, usable_workers: Sequence[int]) -> list[float]:
     """Each rung's per-worker load if it served the arm's `in_flight` requests."""
     return [in_flight / n if n > 0 else UNUSABLE for n in usable_workers]
 
@@ -65,36 +65,53 @@ def next_rung(
 
 @dataclass(slots=True)
 class AcceptanceWatch:
-    """The first draft position's acceptance rate, smoothed per request (EWMA), against
-    the level it had at the last reset. Position 1 is drafted at every depth, so its
-    rate does not move when the ladder changes rung; a sharp move says the traffic or the
-    draft changed, and the load thresholds measured at the old rate no longer hold."""
+    """The first draft position's acceptance rate, pooled over requests by their draft
+    steps (an exponential average of accepted and of drafts, their ratio), against the
+    level it had at the last reset. Position 1 is drafted at every depth, so its rate
+    does not move when the ladder changes rung; a sharp move says the traffic or the
+    draft changed, and the load thresholds measured at the old rate no longer hold.
+
+    Pooled, not a mean of per-request rates: a short response has a handful of draft
+    steps, so its own rate is mostly binomial noise; the reference is the pooled rate
+    of `warmup` requests."""
 
     threshold: float
-    alpha: float = 0.05
-    warmup: int = 20  # requests averaged (plain mean) before the reference is set
-    ewma: float | None = None
+    alpha: float = 0.02
+    warmup: int = 200  # requests pooled (plain sums) before the reference is set
+    accepted: float = 0.0
+    drafts: float = 0.0
     reference: float | None = None
     seen: int = 0
 
-    def observe(self, rate: float) -> bool:
-        """Take one request's rate; True when it moved the EWMA more than `threshold`
+    @property
+    def rate(self) -> float | None:
+        return self.accepted / self.drafts if self.drafts > 0 else None
+
+    def observe(self, accepted: float, drafts: float = 1.0) -> bool:
+        """Take one request's accepted count at position 1 and its draft steps (or a
+        rate, with drafts 1); True when it moved the pooled rate more than `threshold`
         from the reference (which is then measured again, over another warmup)."""
+        if drafts <= 0:
+            return False
         self.seen += 1
-        if self.ewma is None:
-            self.ewma = rate
-        elif self.seen <= self.warmup:
-            self.ewma += (rate - self.ewma) / self.seen
+        if self.seen <= self.warmup:
+            self.accepted += accepted
+            self.drafts += drafts
         else:
-            self.ewma += self.alpha * (rate - self.ewma)
+            self.accepted += self.alpha * (accepted - self.accepted)
+            self.drafts += self.alpha * (drafts - self.drafts)
         if self.seen < self.warmup:
             return False
+        rate = self.accepted / self.drafts
         if self.reference is None:
-            self.reference = self.ewma
+            self.reference = rate
+            # from here on an average per request, not a sum: the same ratio
+            self.accepted /= self.seen
+            self.drafts /= self.seen
             return False
-        if abs(self.ewma - self.reference) > self.threshold:
-            # NOTE: measured afresh (another warmup): the EWMA is still on its way to the
-            # new level, and a reference taken on the way would fire again on arrival.
-            self.ewma, self.reference, self.seen = None, None, 0
+        if abs(rate - self.reference) > self.threshold:
+            # NOTE: measured afresh (another warmup): the average is still on its way to
+            # the new level, and a reference taken on the way would fire again on arrival.
+            self.accepted, self.drafts, self.reference, self.seen = 0.0, 0.0, None, 0
             return True
         return False

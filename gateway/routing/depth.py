@@ -38,6 +38,10 @@ class LadderState:
     switched_at: float
     watch: AcceptanceWatch
     segment: str | None = None  # the rollout's segment's name, for the metrics
+    # The arm's requests in flight, averaged exponentially over load_smoothing_s, and
+    # when it was last updated (None: no request yet).
+    in_flight: float | None = None
+    in_flight_at: float = 0.0
     switches: int = 0
     resets: int = 0
     history: list[tuple[float, int]] = field(default_factory=list)  # (when, k) per switch
@@ -81,7 +85,7 @@ class DepthRouter:
         in_flight = sum(outstanding(w.id) for p in pools if p is not None for w in p.workers)
         usable = [len(p.healthy_workers()) if p is not None else 0 for p in pools]
         now = self._clock()
-        loads = rung_loads(in_flight, usable)
+        loads = rung_loads(self._smooth(state, in_flight, now), usable)
         chosen = next_rung(ladder, loads, state.rung, now - state.switched_at)
         if chosen != state.rung:
             reason = "no_worker" if loads[state.rung] == UNUSABLE else "load"
@@ -94,13 +98,26 @@ class DepthRouter:
             return decision
         return replace(decision, pool=pool, pair=pair)
 
+    @staticmethod
+    def _smooth(state: LadderState, in_flight: int, now: float) -> float:
+        """The exponential average of the arm's requests in flight, sampled at each
+        request (arrivals see the time average), over load_smoothing_s."""
+        tau = state.ladder.load_smoothing_s
+        if state.in_flight is None or tau <= 0:
+            state.in_flight, state.in_flight_at = float(in_flight), now
+            return state.in_flight
+        weight = 1.0 - math.exp(-max(now - state.in_flight_at, 0.0) / tau)
+        state.in_flight += weight * (in_flight - state.in_flight)
+        state.in_flight_at = now
+        return state.in_flight
+
     def observe(self, rollout_id: int, drafts: int, first_position_accepted: int) -> None:
         """One finished spec request's draft steps and how many of them had their first
         drafted token accepted; a sharp change resets the ladder to its default rung."""
         state = self._states.get(rollout_id)
         if state is None or drafts <= 0:
             return
-        if state.watch.observe(first_position_accepted / drafts):
+        if state.watch.observe(first_position_accepted, drafts):
             state.resets += 1
             if state.rung != state.default:
                 self._switch(rollout_id, state, state.default, self._clock(), "acceptance_reset")

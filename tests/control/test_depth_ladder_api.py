@@ -71,6 +71,7 @@ def test_a_ladder_is_stored_and_compiled_into_the_snapshot(
         ],
         "hysteresis": 0.5,
         "min_dwell_s": 10,
+        "load_smoothing_s": 1.5,
     }
     resp = _patch(app_client, admin_headers, rollout_id, ladder)
     assert resp.status_code == 200, resp.text
@@ -88,6 +89,7 @@ def test_a_ladder_is_stored_and_compiled_into_the_snapshot(
         (k2["id"], 2, None),
     ]
     assert spec.depth_ladder.min_dwell_s == 10.0
+    assert spec.depth_ladder.load_smoothing_s == 1.5
 
     cleared = _patch(app_client, admin_headers, rollout_id, None)
     assert cleared.status_code == 200 and cleared.json()["depth_ladder"] is None

@@ -32,7 +32,7 @@ from tests.gateway.policy import PAIR_ID, SPEC_POOL, make_snapshot
 K5_POOL, K2_POOL = 4, 5
 
 
-def _ladder(hysteresis: float = 0.5, dwell: float = 0.0) -> DepthLadder:
+def _ladder(hysteresis: float = 0.5, dwell: float = 0.0, smoothing: float = 0.0) -> DepthLadder:
     return DepthLadder(
         rungs=[
             DepthRung(pool_id=K5_POOL, num_speculative_tokens=5, max_load=2.0),
@@ -41,6 +41,7 @@ def _ladder(hysteresis: float = 0.5, dwell: float = 0.0) -> DepthLadder:
         ],
         hysteresis=hysteresis,
         min_dwell_s=dwell,
+        load_smoothing_s=smoothing,
     )
 
 
@@ -108,9 +109,26 @@ def test_acceptance_watch_resets_on_a_sharp_change_only() -> None:
     rng = random.Random(3)
     assert not any(watch.observe(0.8 + rng.uniform(-0.1, 0.1)) for _ in range(2000))
     assert watch.reference is not None and abs(watch.reference - 0.8) < 0.05
-    fired = [watch.observe(0.4) for _ in range(200)]
+    fired = [watch.observe(0.4) for _ in range(400)]
     assert sum(fired) == 1, "one reset, then the new level is measured"
+    assert fired.index(True) < 40, "the pooled rate moves within tens of requests"
     assert watch.reference == pytest.approx(0.4)
+
+
+def test_acceptance_watch_pools_short_requests() -> None:
+    """Short responses: ~6 draft steps each, each request's own rate Beta(6.4, 1.6)
+    around 0.8 (easy and hard prompts); 100,000 of them never reset the ladder, and a
+    drop to 0.5 does, once."""
+    watch = AcceptanceWatch(threshold=0.15)
+    rng = random.Random(11)
+
+    def request(mean: float) -> tuple[int, int]:
+        rate = rng.betavariate(8 * mean, 8 * (1 - mean))
+        drafts = rng.randint(3, 9)
+        return sum(rng.random() < rate for _ in range(drafts)), drafts
+
+    assert not any(watch.observe(*request(0.8)) for _ in range(100_000))
+    assert sum(watch.observe(*request(0.5)) for _ in range(1000)) == 1
 
 
 # --- the router, on a real balancer ---------------------------------------------------
@@ -210,6 +228,34 @@ def test_router_moves_the_spec_arm_by_the_balancers_outstanding_counts() -> None
     assert send().pool.id == K5_POOL
 
 
+def test_router_compares_the_bounds_with_the_load_smoothed_over_time() -> None:
+    """A burst at one instant moves nothing; the same requests held for a few time
+    constants do (6 in flight on 2 workers = 3 > 2.5 once the average passes 5)."""
+    balancer = Balancer(breaker_threshold=5, breaker_cooldown_s=30.0)
+    clock = _Clock()
+    router = DepthRouter(balancer, clock=clock)
+    snap = _snapshot(_ladder(hysteresis=0.5, dwell=0.0, smoothing=2.0))
+    clock.t = 10.0
+    leases: list[Lease] = []
+    for _ in range(7):
+        d = router.route(_decision(snap), snap)
+        assert d.pool.id == K5_POOL  # the burst: the average has not moved yet
+        lease = balancer.acquire(d.pool, set())
+        assert lease is not None
+        leases.append(lease)
+    leases.pop().release()  # 6 held from here on
+    ks = []
+    for step in range(1, 11):
+        clock.t = 10.0 + 0.5 * step
+        d = router.route(_decision(snap), snap)
+        assert d.pair is not None
+        ks.append(d.pair.num_speculative_tokens)
+    # 6 x (1 - exp(-t / 2)) > 5 from t = 3.6 s on
+    assert ks == [5] * 7 + [3] * 3
+    state = router.state(snap.rollouts[0].id)
+    assert state is not None and state.in_flight == pytest.approx(6 * (1 - math.exp(-2.5)))
+
+
 def test_router_leaves_other_decisions_alone() -> None:
     balancer = Balancer(breaker_threshold=5, breaker_cooldown_s=30.0)
     router = DepthRouter(balancer)
@@ -232,11 +278,11 @@ def test_router_resets_to_the_rollouts_pool_when_acceptance_moves() -> None:
     d = router.route(_decision(snap), snap)
     assert d.pool.id == K5_POOL
     rollout_id = d.rollout.id if d.rollout else 0
-    for _ in range(100):
+    for _ in range(300):
         router.observe(rollout_id, drafts=10, first_position_accepted=8)
     state = router.state(rollout_id)
     assert state is not None and state.resets == 0
-    for _ in range(100):
+    for _ in range(300):
         router.observe(rollout_id, drafts=10, first_position_accepted=3)
     assert state.resets == 1
     assert router.route(_decision(snap), snap).pool.id == SPEC_POOL  # the default rung
@@ -293,7 +339,7 @@ async def test_switches_and_the_current_rung_are_exported(tmp_path: Path) -> Non
 
         # a sharp drop of position-1 acceptance: back to the rollout's own pool (k=3)
         rollout_id = snap.rollouts[0].id
-        for rate in [8] * 100 + [3] * 100:
+        for rate in [8] * 300 + [3] * 300:
             state.depth.observe(rollout_id, drafts=10, first_position_accepted=rate)
         switches = _samples(state, "specroute_gateway_depth_switches_total")
         assert switches[(("k", "3"), ("reason", "acceptance_reset"), *segment)] == 1.0

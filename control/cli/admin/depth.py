@@ -49,7 +49,9 @@ def ladder_line(name: str, ladder: dict[str, Any] | None) -> str:
     )
     return (
         f"rollout {name}: depth ladder {rungs}; hysteresis {ladder['hysteresis']:g}, "
-        f"dwell {ladder['min_dwell_s']:g} s, acceptance reset {ladder['acceptance_reset']:g}"
+        f"dwell {ladder['min_dwell_s']:g} s, load averaged over "
+        f"{ladder.get('load_smoothing_s', 0.0):g} s, acceptance reset "
+        f"{ladder['acceptance_reset']:g}"
     )
 
 
@@ -65,6 +67,9 @@ def ladder_set(
     ),
     hysteresis: float = typer.Option(0.5, help="Load margin around each bound."),
     min_dwell_s: float = typer.Option(5.0, help="No switch sooner than this after the last."),
+    load_smoothing_s: float = typer.Option(
+        2.0, help="Time constant (s) of the averaged load the bounds are compared with."
+    ),
     acceptance_reset: float = typer.Option(
         0.15, help="A move of position-1 acceptance by more than this resets the ladder."
     ),
@@ -84,6 +89,7 @@ def ladder_set(
             ],
             "hysteresis": hysteresis,
             "min_dwell_s": min_dwell_s,
+            "load_smoothing_s": load_smoothing_s,
             "acceptance_reset": acceptance_reset,
         }
         updated: dict[str, Any] = admin.rollouts.update(

@@ -110,7 +110,7 @@ def test_set_show_and_clear_store_the_ladder(
     assert line == (
         f"rollout code-tiny: depth ladder k=5 pool {ids['spec-k5']} up to 2, "
         f"k=3 pool {ids['spec']} up to 6, k=2 pool {ids['spec-k2']}; hysteresis 0.75, "
-        "dwell 10 s, acceptance reset 0.15"
+        "dwell 10 s, load averaged over 2 s, acceptance reset 0.15"
     )
 
     with AdminClient(server, TOKEN) as admin:
@@ -124,6 +124,7 @@ def test_set_show_and_clear_store_the_ladder(
         ],
         "hysteresis": 0.75,
         "min_dwell_s": 10.0,
+        "load_smoothing_s": 2.0,
         "acceptance_reset": 0.15,
     }
     compiled = _snapshot_ladder(server)
