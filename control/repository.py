@@ -2,11 +2,12 @@
 pages, the compare-and-set on a version, the stored response of an Idempotency-Key,
 and `Repository`, the get / list / create of one model."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import ColumnElement, Select, inspect, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm.interfaces import ORMOption
 
 from control.errors import Missing
 from control.models import IdempotencyRecord, utcnow
@@ -100,12 +101,21 @@ class Repository(Generic[M]):
     404 `<entity>_not_found`, one row by name, a cursor page, and create.
 
     `label` names the entity in the 404's message ("threshold set 7 does not
-    exist"); by default the entity with spaces for underscores."""
+    exist"); by default the entity with spaces for underscores. `page_options` load
+    what a listing shows with each row (a pool's workers)."""
 
-    def __init__(self, model: type[M], entity: str, *, label: str | None = None) -> None:
+    def __init__(
+        self,
+        model: type[M],
+        entity: str,
+        *,
+        label: str | None = None,
+        page_options: Sequence[ORMOption] = (),
+    ) -> None:
         self.model = model
         self.entity = entity
         self.label = label or entity.replace("_", " ")
+        self.page_options = tuple(page_options)
 
     def get(self, session: Session, ident: int) -> M | None:
         return session.get(self.model, ident)
@@ -129,12 +139,14 @@ class Repository(Generic[M]):
         *where: ColumnElement[bool],
         cursor: str | None,
         limit: int,
-        query: Select[M] | None = None,
         newest: bool = False,
+        **equal: Any,
     ) -> list[M]:
-        """Up to `limit + 1` rows matching `where` past the cursor, in id order (newest
-        first when `newest`); `query` replaces `SELECT model` (to load relations)."""
-        base = (select(self.model) if query is None else query).where(*where)
+        """Up to `limit + 1` rows past the cursor in id order (newest first when
+        `newest`), matching `where` and `column=value` for each `equal` value given
+        (not None): a listing's optional filters."""
+        given = {column: value for column, value in equal.items() if value is not None}
+        base = select(self.model).options(*self.page_options).where(*where).filter_by(**given)
         order = newest_first if newest else oldest_first
         return order(session, base, inspect(self.model).columns["id"], cursor=cursor, limit=limit)
 

@@ -27,7 +27,7 @@ def list_decisions(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[Decision]:
-    rows = repo.list_decisions(
+    rows = repo.DECISIONS.page(
         session,
         rollout_id=rollout_id,
         kind=kind,
@@ -35,6 +35,7 @@ def list_decisions(
         task_id=task_id,
         cursor=cursor,
         limit=limit,
+        newest=True,
     )
     return page_of(rows, limit, Decision.of)
 

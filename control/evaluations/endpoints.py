@@ -35,7 +35,7 @@ def list_eval_sets(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[EvalSetSummary]:
-    rows = repo.page_sets(session, name=name, cursor=cursor, limit=limit)
+    rows = repo.EVAL_SETS.page(session, name=name, cursor=cursor, limit=limit)
     more = len(rows) > limit
     shown = rows[:limit]
     return Page[EvalSetSummary](
@@ -89,12 +89,13 @@ def list_evaluations(
     limit: Limit = 50,
 ) -> Page[OfflineEvaluation]:
     """Newest first."""
-    rows = repo.page_evaluations(
+    rows = repo.EVALUATIONS.page(
         session,
         pair_version_id=pair_version_id,
         eval_set_id=eval_set_id,
         cursor=cursor,
         limit=limit,
+        newest=True,
     )
     return page_of(rows, limit, OfflineEvaluation.model_validate)
 
@@ -136,7 +137,7 @@ def list_case_results(
     limit: Limit = 50,
 ) -> Page[CaseResult]:
     service.get_evaluation(session, evaluation_id)
-    rows = repo.page_case_results(session, evaluation_id, cursor=cursor, limit=limit)
+    rows = repo.CASE_RESULTS.page(session, evaluation_id=evaluation_id, cursor=cursor, limit=limit)
     return page_of(rows, limit, CaseResult.model_validate)
 
 

@@ -15,7 +15,7 @@ from control.models import (
     OfflineEvaluation,
     Rollout,
 )
-from control.repository import Repository, equal_to
+from control.repository import Repository
 
 EVAL_SETS = Repository(EvalSet, "eval_set")
 EVALUATIONS = Repository(OfflineEvaluation, "evaluation", label="offline evaluation")
@@ -30,12 +30,6 @@ def latest_set(session: Session, name: str) -> EvalSet | None:
     return session.scalar(
         select(EvalSet).where(EvalSet.name == name).order_by(EvalSet.version.desc()).limit(1)
     )
-
-
-def page_sets(
-    session: Session, *, name: str | None, cursor: str | None, limit: int
-) -> list[EvalSet]:
-    return EVAL_SETS.page(session, *equal_to((EvalSet.name, name)), cursor=cursor, limit=limit)
 
 
 def case_counts(session: Session) -> dict[int, int]:
@@ -59,27 +53,6 @@ def stale_keys(session: Session, set_ids: list[int], today: date) -> dict[int, l
 
 def case_keys(session: Session, set_id: int) -> set[str]:
     return set(session.scalars(select(EvalCase.case_key).where(EvalCase.eval_set_id == set_id)))
-
-
-def page_evaluations(
-    session: Session,
-    *,
-    pair_version_id: int | None,
-    eval_set_id: int | None,
-    cursor: str | None,
-    limit: int,
-) -> list[OfflineEvaluation]:
-    """Newest first."""
-    return EVALUATIONS.page(
-        session,
-        *equal_to(
-            (OfflineEvaluation.pair_version_id, pair_version_id),
-            (OfflineEvaluation.eval_set_id, eval_set_id),
-        ),
-        cursor=cursor,
-        limit=limit,
-        newest=True,
-    )
 
 
 def latest_evaluation(
@@ -111,14 +84,6 @@ def measured_cost_ratio(session: Session, spec_pool_id: int) -> tuple[float, int
     advice: Any = row.evidence.get("advice") or {}
     ratio = advice.get("cost_ratio")
     return (float(ratio), row.id) if isinstance(ratio, int | float) else None
-
-
-def page_case_results(
-    session: Session, evaluation_id: int, *, cursor: str | None, limit: int
-) -> list[EvaluationCaseResult]:
-    return CASE_RESULTS.page(
-        session, EvaluationCaseResult.evaluation_id == evaluation_id, cursor=cursor, limit=limit
-    )
 
 
 def case_results(session: Session, evaluation_id: int) -> dict[str, EvaluationCaseResult]:

@@ -27,7 +27,7 @@ def list_pairs(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[Pair]:
-    rows = repo.page_pairs(session, name=name, cursor=cursor, limit=limit)
+    rows = repo.PAIRS.page(session, name=name, cursor=cursor, limit=limit)
     return page_of(rows, limit, Pair.model_validate)
 
 
@@ -99,7 +99,9 @@ def list_pair_versions(
     limit: Limit = 50,
 ) -> Page[PairVersion]:
     pair = service.get_pair(session, pair_id)
-    rows = repo.page_versions(session, pair.id, status=version_status, cursor=cursor, limit=limit)
+    rows = repo.PAIR_VERSIONS.page(
+        session, pair_id=pair.id, status=version_status, cursor=cursor, limit=limit
+    )
     return page_of(rows, limit, PairVersion.model_validate)
 
 

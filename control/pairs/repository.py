@@ -5,35 +5,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from control.models import DepthRecommendation, Pair, PairVersion, Rollout
-from control.repository import Repository, equal_to
+from control.repository import Repository
 from specwire import EXPOSING_STATES
 
-PAIRS = Repository(Pair, "pair")
+PAIRS = Repository(Pair, "pair", page_options=[selectinload(Pair.versions)])
 # NOTE: a pair version's `version` is its number within the pair, not an ETag: it is
 # never compare-and-set (control.domain.Change is for pairs, not their versions).
 PAIR_VERSIONS = Repository(PairVersion, "pair_version")
-
-
-def page_pairs(session: Session, *, name: str | None, cursor: str | None, limit: int) -> list[Pair]:
-    return PAIRS.page(
-        session,
-        *equal_to((Pair.name, name)),
-        query=select(Pair).options(selectinload(Pair.versions)),
-        cursor=cursor,
-        limit=limit,
-    )
-
-
-def page_versions(
-    session: Session, pair_id: int, *, status: str | None, cursor: str | None, limit: int
-) -> list[PairVersion]:
-    return PAIR_VERSIONS.page(
-        session,
-        PairVersion.pair_id == pair_id,
-        *equal_to((PairVersion.status, status)),
-        cursor=cursor,
-        limit=limit,
-    )
 
 
 def get_version(session: Session, pair_id: int, version_id: int) -> PairVersion | None:

@@ -30,7 +30,7 @@ def list_pools(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[Pool]:
-    rows = repo.page_pools(
+    rows = repo.POOLS.page(
         session, name=name, served_model_name=served_model_name, cursor=cursor, limit=limit
     )
     return page_of(rows, limit, Pool.model_validate)

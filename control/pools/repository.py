@@ -4,26 +4,9 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from control.models import Pool, Rollout
-from control.repository import Repository, equal_to
+from control.repository import Repository
 
-POOLS = Repository(Pool, "pool")
-
-
-def page_pools(
-    session: Session,
-    *,
-    name: str | None,
-    served_model_name: str | None,
-    cursor: str | None,
-    limit: int,
-) -> list[Pool]:
-    return POOLS.page(
-        session,
-        *equal_to((Pool.name, name), (Pool.served_model_name, served_model_name)),
-        query=select(Pool).options(selectinload(Pool.workers)),
-        cursor=cursor,
-        limit=limit,
-    )
+POOLS = Repository(Pool, "pool", page_options=[selectinload(Pool.workers)])
 
 
 def rollouts_using(session: Session, pool_id: int) -> list[str]:

@@ -42,7 +42,7 @@ def list_rollouts(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[Rollout]:
-    rows = repo.page_rollouts(
+    rows = repo.ROLLOUTS.page(
         session,
         name=name,
         state=state.value if state else None,

@@ -5,26 +5,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.models import Rollout
-from control.repository import Repository, equal_to
+from control.repository import Repository
 
 ROLLOUTS = Repository(Rollout, "rollout")
-
-
-def page_rollouts(
-    session: Session,
-    *,
-    name: str | None,
-    state: str | None,
-    segment_id: int | None,
-    cursor: str | None,
-    limit: int,
-) -> list[Rollout]:
-    return ROLLOUTS.page(
-        session,
-        *equal_to((Rollout.name, name), (Rollout.state, state), (Rollout.segment_id, segment_id)),
-        cursor=cursor,
-        limit=limit,
-    )
 
 
 def open_rollouts_of_segment(session: Session, segment_id: int) -> list[str]:

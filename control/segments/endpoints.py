@@ -35,7 +35,7 @@ def list_segments(
     limit: Limit = 50,
 ) -> Page[Segment]:
     """In id order; the router matches them by priority (highest first)."""
-    rows = repo.page_segments(session, name=name, cursor=cursor, limit=limit)
+    rows = repo.SEGMENTS.page(session, name=name, cursor=cursor, limit=limit)
     return page_of(rows, limit, Segment.model_validate)
 
 

@@ -37,7 +37,7 @@ def list_tenants(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[Tenant]:
-    rows = repo.page_tenants(session, name=name, cursor=cursor, limit=limit)
+    rows = repo.TENANTS.page(session, name=name, cursor=cursor, limit=limit)
     return page_of(rows, limit, Tenant.model_validate)
 
 
@@ -111,7 +111,7 @@ def list_api_keys(
     limit: Limit = 50,
 ) -> Page[ApiKey]:
     tenant = service.get_tenant(session, tenant_id)
-    rows = repo.page_keys(session, tenant.id, name=name, cursor=cursor, limit=limit)
+    rows = repo.API_KEYS.page(session, tenant_id=tenant.id, name=name, cursor=cursor, limit=limit)
     return page_of(rows, limit, ApiKey.model_validate)
 
 
@@ -158,7 +158,7 @@ def list_admin_tokens(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[AdminToken]:
-    rows = repo.page_admin_tokens(session, name=name, cursor=cursor, limit=limit)
+    rows = repo.ADMIN_TOKENS.page(session, name=name, cursor=cursor, limit=limit)
     return page_of(rows, limit, AdminToken.model_validate)
 
 

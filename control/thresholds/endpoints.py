@@ -24,7 +24,7 @@ def list_threshold_sets(
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Page[ThresholdSet]:
-    rows = repo.page_sets(session, name=name, cursor=cursor, limit=limit)
+    rows = repo.SETS.page(session, name=name, cursor=cursor, limit=limit)
     return page_of(rows, limit, ThresholdSet.model_validate)
 
 

@@ -4,17 +4,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from control.models import ThresholdSet
-from control.repository import Repository, equal_to
+from control.repository import Repository
 
 # NOTE: a threshold set's `version` is its number within the name: a change inserts
 # version n+1, the row itself is never updated.
 SETS = Repository(ThresholdSet, "threshold_set")
-
-
-def page_sets(
-    session: Session, *, name: str | None, cursor: str | None, limit: int
-) -> list[ThresholdSet]:
-    return SETS.page(session, *equal_to((ThresholdSet.name, name)), cursor=cursor, limit=limit)
 
 
 def latest_version(session: Session, name: str) -> int:

@@ -77,6 +77,11 @@ def test_page_walks_the_cursor_both_ways(session: Session) -> None:
     assert [r.id for r in last] == ids[4:]
     odd = SEGMENTS.page(session, Segment.priority == 1, cursor=None, limit=10)
     assert [r.id for r in odd] == [ids[1], ids[3]]
+    # The listing's optional filters: a value given is `column == value`, None is none.
+    named = SEGMENTS.page(session, cursor=None, limit=10, name="s3", priority=1)
+    assert [r.id for r in named] == [ids[3]]
+    unfiltered = SEGMENTS.page(session, cursor=None, limit=10, name=None, priority=None)
+    assert [r.id for r in unfiltered] == ids
     newest = SEGMENTS.page(session, cursor=str(ids[3]), limit=10, newest=True)
     assert [r.id for r in newest] == [ids[2], ids[1], ids[0]]
 
