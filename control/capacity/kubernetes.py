@@ -8,7 +8,7 @@ subresource where it differs. A pool without a Deployment, or one the Role does
 not cover, is reported and skipped; the next pass tries again.
 
 NOTE: tested against the real `kubernetes` client with the API server faked at
-the HTTP level (tests/control/test_capacity_kubernetes.py); it has never run on
+the HTTP level (tests/control/capacity/test_kubernetes.py); it has never run on
 a cluster.
 """
 

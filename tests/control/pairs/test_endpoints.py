@@ -201,7 +201,7 @@ def test_retiring_an_exposed_version_is_409(
     assert response.json()["error"]["details"]["rollouts"] == ["code-tiny"]
 
 
-BUNDLED = Path(__file__).resolve().parents[2] / "engine" / "tiny_pair"
+BUNDLED = Path(__file__).resolve().parents[3] / "engine" / "tiny_pair"
 
 
 @pytest.mark.skipif(

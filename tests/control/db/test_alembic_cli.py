@@ -15,7 +15,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from control.migrate import current_revision, upgrade
-from tests.control.test_migrations import (
+from tests.control.db.test_migrations import (
     _diff,
     assert_enrolments_bound,
     seed_pools_and_agent_tokens,
@@ -23,7 +23,7 @@ from tests.control.test_migrations import (
 from tests.fixtures.db import _create_postgres_database, _drop_postgres_database
 from tests.fixtures.services import require_postgres
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HEAD = ScriptDirectory.from_config(Config(str(ROOT / "alembic.ini"))).get_current_head()
 
 
