@@ -3,6 +3,7 @@ pages, the compare-and-set on a version, the stored response of an Idempotency-K
 and `Repository`, the get / list / create of one model."""
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import ColumnElement, Select, inspect, select, update
@@ -47,33 +48,29 @@ def equal_to(*pairs: tuple[InstrumentedAttribute[Any], Any]) -> list[ColumnEleme
     return [column == value for column, value in pairs if value is not None]
 
 
-def oldest_first(
+def within(
+    column: InstrumentedAttribute[datetime], since: datetime | None, until: datetime | None
+) -> list[ColumnElement[bool]]:
+    """`since <= column < until`, each bound only when given: a listing's time window."""
+    bounds = [] if since is None else [column >= since]
+    return bounds if until is None else [*bounds, column < until]
+
+
+def cursor_page(
     session: Session,
     query: Select[T],
-    id_column: InstrumentedAttribute[int] | ColumnElement[int],
+    id_column: ColumnElement[int],
     *,
     cursor: str | None,
     limit: int,
+    newest: bool,
 ) -> list[T]:
-    """Up to `limit + 1` rows after the cursor in id order (the extra row says
-    whether a next page exists; `control.api.pagination.page_of` drops it)."""
+    """Up to `limit + 1` rows past the cursor in id order, or newest first (the extra
+    row says whether a next page exists; `control.api.pagination.page_of` drops it)."""
     if cursor:
-        query = query.where(id_column > int(cursor))
-    return list(session.scalars(query.order_by(id_column).limit(limit + 1)))
-
-
-def newest_first(
-    session: Session,
-    query: Select[T],
-    id_column: InstrumentedAttribute[int] | ColumnElement[int],
-    *,
-    cursor: str | None,
-    limit: int,
-) -> list[T]:
-    """Up to `limit + 1` rows before the cursor, newest first."""
-    if cursor:
-        query = query.where(id_column < int(cursor))
-    return list(session.scalars(query.order_by(id_column.desc()).limit(limit + 1)))
+        query = query.where(id_column < int(cursor) if newest else id_column > int(cursor))
+    order = id_column.desc() if newest else id_column
+    return list(session.scalars(query.order_by(order).limit(limit + 1)))
 
 
 def compare_and_set(
@@ -147,8 +144,8 @@ class Repository(Generic[M]):
         (not None): a listing's optional filters."""
         given = {column: value for column, value in equal.items() if value is not None}
         base = select(self.model).options(*self.page_options).where(*where).filter_by(**given)
-        order = newest_first if newest else oldest_first
-        return order(session, base, inspect(self.model).columns["id"], cursor=cursor, limit=limit)
+        ids = inspect(self.model).columns["id"]
+        return cursor_page(session, base, ids, cursor=cursor, limit=limit, newest=newest)
 
     def create(self, session: Session, row: M) -> M:
         """Add and flush, so the row has its id and its defaults."""

@@ -3,8 +3,8 @@
 `{"items": [...], "next_cursor": "…" | null}`.
 
 The cursor is the last id seen, so concurrent inserts never shift a page; the
-repositories fetch `limit + 1` rows (`control.repository.oldest_first` /
-`newest_first`) so `next_cursor` is null exactly on the last page.
+repositories fetch `limit + 1` rows (`control.repository.cursor_page`, through
+`Repository.page`) so `next_cursor` is null exactly on the last page.
 Append-only logs (decisions, audit, requests, evaluations) list newest first;
 configuration resources (pairs, pools, segments, ...) oldest first.
 """
@@ -32,10 +32,6 @@ class HasId(Protocol):
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at end.")
-
-
-def cursor_id(cursor: str | None) -> int | None:
-    return int(cursor) if cursor else None
 
 
 def page_of(rows: Sequence[R], limit: int, build: Callable[[R], T]) -> Page[T]:

@@ -9,7 +9,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
-from control.api.pagination import Cursor, Limit, Page, cursor_id, page_of
+from control.api.pagination import Cursor, Limit, Page, page_of
 from control.audit.repository import AuditFilter, list_events
 
 router = APIRouter(prefix="/audit", tags=["audit"])
@@ -56,7 +56,7 @@ def list_audit_events(
             _in_utc(since) if since is not None else None,
             _in_utc(until) if until is not None else None,
         ),
-        before_id=cursor_id(cursor),
+        cursor=cursor,
         limit=limit,
     )
     return page_of(rows, limit, AuditEvent.model_validate)

@@ -3,11 +3,12 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.models import AuditEvent
-from control.repository import equal_to
+from control.repository import Repository, within
+
+EVENTS = Repository(AuditEvent, "audit_event")
 
 
 @dataclass(frozen=True)
@@ -21,24 +22,17 @@ class AuditFilter:
 
 
 def list_events(
-    session: Session, where: AuditFilter, *, before_id: int | None, limit: int
+    session: Session, where: AuditFilter, *, cursor: str | None, limit: int
 ) -> list[AuditEvent]:
     """Newest first; `since` inclusive, `until` exclusive."""
-    # NOTE: limit + 1 rows: the extra one says whether a next page exists
-    # (control.api.pagination.page_of drops it).
-    query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit + 1)
-    query = query.where(
-        *equal_to(
-            (AuditEvent.actor, where.actor),
-            (AuditEvent.action, where.action),
-            (AuditEvent.entity_type, where.entity_type),
-            (AuditEvent.entity_id, where.entity_id),
-        )
+    return EVENTS.page(
+        session,
+        *within(AuditEvent.created_at, where.since, where.until),
+        cursor=cursor,
+        limit=limit,
+        newest=True,
+        actor=where.actor,
+        action=where.action,
+        entity_type=where.entity_type,
+        entity_id=where.entity_id,
     )
-    if where.since is not None:
-        query = query.where(AuditEvent.created_at >= where.since)
-    if where.until is not None:
-        query = query.where(AuditEvent.created_at < where.until)
-    if before_id is not None:
-        query = query.where(AuditEvent.id < before_id)
-    return list(session.scalars(query))

@@ -12,7 +12,7 @@ from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.ids import MAX_ID
-from control.api.pagination import Cursor, Limit, Page, cursor_id, page_of
+from control.api.pagination import Cursor, Limit, Page, page_of
 from control.clock import now
 from control.requests import repository as repo
 from control.requests.acceptance import acceptance_by_adapter
@@ -65,7 +65,7 @@ def list_requests(
         http_status=status,
         since=as_utc(since) if since is not None else None,
         until=as_utc(until) if until is not None else None,
-        before_id=cursor_id(cursor),
+        cursor=cursor,
         limit=limit,
     )
     return page_of(rows, limit, RequestRecord.model_validate)

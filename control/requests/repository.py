@@ -7,11 +7,13 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from control.models import RequestRecordRow
-from control.repository import equal_to
+from control.repository import Repository, within
 
 # NOTE: keeps one multi-row INSERT far below PostgreSQL's 65535 bind parameters
 # (37 columns a row).
 _ROWS_PER_INSERT = 500
+
+RECORDS = Repository(RequestRecordRow, "request_record")
 
 
 def insert_records(session: Session, rows: list[dict[str, Any]]) -> int:
@@ -44,29 +46,25 @@ def list_records(
     http_status: int | None,
     since: datetime | None,
     until: datetime | None,
-    before_id: int | None,
+    cursor: str | None,
     limit: int,
 ) -> list[RequestRecordRow]:
-    # NOTE: limit + 1 rows: the extra one says whether a next page exists
-    # (control.api.pagination.page_of drops it).
-    query = select(RequestRecordRow).order_by(RequestRecordRow.id.desc()).limit(limit + 1)
-    filters: list[Any] = equal_to(
-        (RequestRecordRow.request_id, request_id),
-        (RequestRecordRow.tenant_id, tenant_id),
-        (RequestRecordRow.tenant, tenant),
-        (RequestRecordRow.segment_id, segment_id),
-        (RequestRecordRow.adapter, adapter),
-        (RequestRecordRow.arm, arm),
-        (RequestRecordRow.outcome, outcome),
-        (RequestRecordRow.http_status, http_status),
+    """Newest first; `since` inclusive, `until` exclusive."""
+    return RECORDS.page(
+        session,
+        *within(RequestRecordRow.received_at, since, until),
+        cursor=cursor,
+        limit=limit,
+        newest=True,
+        request_id=request_id,
+        tenant_id=tenant_id,
+        tenant=tenant,
+        segment_id=segment_id,
+        adapter=adapter,
+        arm=arm,
+        outcome=outcome,
+        http_status=http_status,
     )
-    if since is not None:
-        filters.append(RequestRecordRow.received_at >= since)
-    if until is not None:
-        filters.append(RequestRecordRow.received_at < until)
-    if before_id is not None:
-        filters.append(RequestRecordRow.id < before_id)
-    return list(session.scalars(query.where(*filters)))
 
 
 def delete_received_before(session: Session, cutoff: datetime, *, batch: int) -> int:

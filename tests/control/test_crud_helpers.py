@@ -3,6 +3,7 @@ get-or-raise, by name, a cursor page, create) and `control.domain`'s
 `create_recorded` and `Change` (version check, compare-and-set, audit, snapshot
 bump), for a compare-and-set model (Segment) and a mapper-versioned one (Pair)."""
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from control.domain import Change, check_version, create_recorded
 from control.errors import Missing, PreconditionFailed
 from control.models import AuditEvent, Pair, Segment
-from control.repository import Repository, compare_and_set
+from control.repository import Repository, compare_and_set, within
 from control.snapshot.version import current_snapshot_version
 
 SEGMENTS = Repository(Segment, "segment")
@@ -206,3 +207,29 @@ def test_load_starts_on_the_row_or_raises_its_404(session: Session) -> None:
     assert raised.value.code == "segment_not_found"
     with pytest.raises(PreconditionFailed):
         Change.load(session, SEGMENTS, row.id, state=_state, expected_version=2)
+
+
+def test_within_bounds_a_listing_by_time(session: Session) -> None:
+    events = Repository(AuditEvent, "audit_event")
+    rows = [
+        create_recorded(session, _segment(f"s{i}"), entity="segment", state=_state, actor="a")
+        for i in range(3)
+    ]
+    stamps = [datetime(2026, 1, day, tzinfo=UTC) for day in (1, 2, 3)]
+    audited = session.scalars(select(AuditEvent).order_by(AuditEvent.id)).all()
+    for event, stamp in zip(audited, stamps, strict=True):
+        event.created_at = stamp
+    session.flush()
+
+    def ids(since: datetime | None, until: datetime | None) -> list[str]:
+        page = events.page(
+            session, *within(AuditEvent.created_at, since, until), cursor=None, limit=10
+        )
+        return [e.entity_id for e in page]
+
+    every = [str(r.id) for r in rows]
+    assert ids(None, None) == every
+    # since inclusive, until exclusive
+    assert ids(stamps[1], None) == every[1:]
+    assert ids(None, stamps[1]) == every[:1]
+    assert ids(stamps[0], stamps[2]) == every[:2]
