@@ -299,3 +299,94 @@ def with_workers(scenario: Scenario, workers: int) -> Scenario:
     """The scenario on pools of `workers` workers each (spec and baseline alike)."""
     traffic = replace(scenario.traffic, spec_workers=workers, baseline_workers=workers)
     return replace(scenario, traffic=traffic)
+
+
+# --- depth by load ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadPhase:
+    """`seconds` of offered per-worker load going linearly from `start` to `end`, plus a
+    sine of `wobble` amplitude and `period_s` (the load oscillating near a point)."""
+
+    seconds: float
+    start: float
+    end: float
+    wobble: float = 0.0
+    period_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class DepthScenario:
+    """A rollout whose spec arm has a depth ladder, on traffic whose load crosses the
+    points where the best depth changes (bench/decisions/depth.py runs it).
+
+    Each rung is a pool of `workers` workers serving the same pair at depth k; its
+    latency model says how fast it is at each per-worker load, and the ladder's bounds
+    are the break-even loads of neighbouring rungs' models (the load where their mean
+    end-to-end time per token is equal)."""
+
+    name: str
+    description: str
+    rungs: tuple[tuple[int, ArmModel], ...]  # (k, model), deepest first
+    own_k: int  # the rollout's own spec pool's depth
+    workers: int
+    phases: tuple[LoadPhase, ...]
+    traffic: TrafficModel
+    hysteresis: float = 0.5
+    min_dwell_s: float = 5.0
+    acceptance_reset: float = 0.15
+
+
+def _depth_rung(tpot_ms: float, load_slope: float) -> ArmModel:
+    # The fleet profile's TTFT and errors; acceptance as the good pair's.
+    return ArmModel(
+        tpot_ms=tpot_ms,
+        load_slope=load_slope,
+        ttft_ms=20.0,
+        ttft_load_slope=0.02,
+        error_rate=0.0,
+        acceptance=0.8,
+    )
+
+
+# Deeper proposals: fewer target passes per token on an idle worker, more verification
+# work per pass under load (the break-even bench's shape: k=5 best at low load, k=3 and
+# then k=2 as the load grows). Break-even loads of these models: about 4.3 (k=5 / k=3)
+# and 7.7 (k=3 / k=2) requests in flight per worker.
+DEPTH_RUNGS: tuple[tuple[int, ArmModel], ...] = (
+    (5, _depth_rung(3.0, 0.12)),
+    (3, _depth_rung(3.5, 0.07)),
+    (2, _depth_rung(4.0, 0.045)),
+)
+DEPTH_SCENARIOS: dict[str, DepthScenario] = {
+    s.name: s
+    for s in (
+        DepthScenario(
+            "depth_by_load",
+            "a k = 5 / 3 / 2 ladder on 16 workers per rung; the offered load climbs from 1.5 "
+            "to 10 per worker and back (each break-even crossed twice), oscillates +-0.4 "
+            "around the k = 5 / k = 3 break-even for 2 minutes (24 crossings of it), "
+            "then climbs to 6",
+            rungs=DEPTH_RUNGS,
+            own_k=3,
+            workers=16,
+            phases=(
+                LoadPhase(60, 1.5, 1.5),
+                LoadPhase(30, 1.5, 6.0),
+                LoadPhase(60, 6.0, 6.0),
+                LoadPhase(30, 6.0, 10.0),
+                LoadPhase(60, 10.0, 10.0),
+                LoadPhase(30, 10.0, 1.5),
+                LoadPhase(60, 1.5, 1.5),
+                LoadPhase(20, 1.5, 4.6),
+                LoadPhase(120, 4.6, 4.6, wobble=0.4, period_s=10.0),
+                LoadPhase(20, 4.6, 6.0),
+                LoadPhase(60, 6.0, 6.0),
+            ),
+            traffic=TrafficModel(
+                min_tokens=8, max_tokens=32, max_num_seqs=64, spec_workers=16, k=5
+            ),
+        ),
+    )
+}
