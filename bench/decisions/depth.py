@@ -62,6 +62,7 @@ SLICE_S = 0.1  # arrivals are drawn per slice of this many seconds (rate constan
 # (centred): the one-second means swing by about 0.3 per worker at 16 workers.
 JUDGE_WINDOW_S = 5
 SEGMENT, ROLLOUT, BASELINE_POOL = "depth-sim", 1, 99
+LADDER, ORACLE = "ladder", "oracle"  # what a run routes by, besides a single depth
 
 
 def break_even(a: ArmModel, b: ArmModel, traffic: TrafficModel, hi: float = 100.0) -> float:
@@ -226,6 +227,9 @@ class DepthResult:
     load: list[float] = field(default_factory=list)
     served: list[dict[int, int]] = field(default_factory=list)  # per second: k -> requests
     resets: int = 0
+    policy: str = LADDER
+    e2e_per_token_ms: float = math.nan  # mean over requests of end-to-end / tokens
+    p99_e2e_per_token_ms: float = math.nan
     wall_s: float = 0.0
 
     @property
@@ -289,13 +293,23 @@ class _Clock:
         return self.t
 
 
-def run_depth(s: DepthScenario, seed: int) -> DepthResult:
-    """One seeded run of `s`."""
+def policies(s: DepthScenario) -> list[str]:
+    """What a run can route by: the ladder, each single depth alone, the oracle."""
+    return [LADDER, *(f"k={k}" for k, _ in s.rungs), ORACLE]
+
+
+def run_depth(s: DepthScenario, seed: int, policy: str = LADDER) -> DepthResult:
+    """One seeded run of `s`. `policy`: the ladder (the DepthRouter), `k=K` (every
+    request to that depth's pool: a single-depth configuration on the same number of
+    serving workers), or the oracle (the depth best at the scenario's offered load at
+    each arrival, known without noise or lag). The arrivals, and each depth's draws
+    for them (length, speed, acceptance), are the same for every policy of a seed."""
+    assert policy in policies(s), policy
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     snap = snapshot(s)
     limits = [r.max_load for r in ladder(s).rungs if r.max_load is not None]
-    result = DepthResult(s.name, seed, limits, s.hysteresis)
+    result = DepthResult(s.name, seed, limits, s.hysteresis, policy=policy)
     balancer = Balancer(breaker_threshold=5, breaker_cooldown_s=30.0)
     clock = _Clock()
 
@@ -316,6 +330,8 @@ def run_depth(s: DepthScenario, seed: int) -> DepthResult:
     # (completion second, sequence, lease, drafts, accepted at position 1)
     heap: list[tuple[float, int, Lease, int, int]] = []
     seq = 0
+    rung_of = {f"k={k}": i for i, (k, _) in enumerate(s.rungs)}
+    per_token: list[float] = []  # each request's end-to-end time per output token, s
     seconds = math.ceil(duration_s(s.phases))
     in_flight_sum = [0] * seconds
     arrivals = [0] * seconds
@@ -324,7 +340,8 @@ def run_depth(s: DepthScenario, seed: int) -> DepthResult:
     for i in range(slices):
         t0 = i * SLICE_S
         offered = offered_load(s.phases, t0 + SLICE_S / 2)
-        model, traffic = models[s.rungs[best_rung(limits, offered)][0]]
+        best = best_rung(limits, offered)
+        model, traffic = models[s.rungs[best][0]]
         # Little's law on the rung best at the offered load: the arrival rate that offers
         # it per worker (the balancer's least-outstanding choice then realizes a bit less).
         rate = offered * s.workers / mean_e2e_s(model, traffic, offered)
@@ -335,6 +352,7 @@ def run_depth(s: DepthScenario, seed: int) -> DepthResult:
         slope = {k: (d.e2e_slope_ms / 1000.0).tolist() for k, d in draws.items()}
         drafts = {k: d.drafts.tolist() for k, d in draws.items()}
         first = {k: d.accepted_per_position[:, 0].tolist() for k, d in draws.items()}
+        tokens = {k: d.tokens.tolist() for k, d in draws.items()}
         second = min(int(t0), seconds - 1)
         served = result.served[second]
         for j, t in enumerate(times):
@@ -355,7 +373,11 @@ def run_depth(s: DepthScenario, seed: int) -> DepthResult:
                     cohort_key=f"user-{seq % 1000}",
                 )
             )
-            decision = router.route(decision, snap)
+            if policy == LADDER:
+                decision = router.route(decision, snap)
+            else:
+                rung = best if policy == ORACLE else rung_of[policy]
+                decision = replace(decision, pool=pools[rung + 1])
             k = k_of[decision.pool.id]
             lease = balancer.acquire(pools[decision.pool.id], set())
             assert lease is not None, "every simulated worker is healthy"
@@ -363,7 +385,10 @@ def run_depth(s: DepthScenario, seed: int) -> DepthResult:
             e2e = base[k][j] + slope[k][j] * lease.load_at_dispatch
             heapq.heappush(heap, (t + e2e, seq, lease, drafts[k][j], first[k][j]))
             served[k] = served.get(k, 0) + 1
+            per_token.append(e2e / tokens[k][j])
     result.requests = seq
+    result.e2e_per_token_ms = 1000.0 * float(np.mean(per_token))
+    result.p99_e2e_per_token_ms = 1000.0 * float(np.percentile(per_token, 99))
     result.load = [
         total / n / s.workers if n else 0.0
         for total, n in zip(in_flight_sum, arrivals, strict=True)
@@ -405,8 +430,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Run the depth-by-load scenario.")
     parser.add_argument("--scenario", default="depth_by_load", choices=sorted(DEPTH_SCENARIOS))
     parser.add_argument("--seeds", type=int, default=3, help="Seeds 0..N-1.")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="Also run each single depth and the oracle on seed 0's arrivals.",
+    )
     args = parser.parse_args()
     s = DEPTH_SCENARIOS[args.scenario]
+    if args.compare:
+        print("| policy | requests | mean e2e per token (ms) | p99 (ms) | switches |")
+        print("|---|---:|---:|---:|---:|")
+        for policy in policies(s):
+            r = run_depth(s, 0, policy)
+            print(
+                f"| {policy} | {r.requests} | {r.e2e_per_token_ms:.3f} | "
+                f"{r.p99_e2e_per_token_ms:.3f} | {len(r.switches)} |",
+                flush=True,
+            )
     results = [run_depth(s, seed) for seed in range(args.seeds)]
     print(f"bounds {', '.join(f'{b:g}' for b in results[0].bounds)}; {s.description}")
     print("\n".join(table(results)))

@@ -7,6 +7,8 @@ depth best at the load for nearly every request outside the bands) and never fla
 (no switch inside the dwell, none while the load oscillates across the break-even
 point inside the band, no acceptance reset on constant acceptance)."""
 
+from dataclasses import replace
+
 import pytest
 
 from bench.decisions.depth import OSCILLATION_S as OSCILLATION
@@ -45,3 +47,14 @@ def test_the_ladder_follows_the_load_and_never_flaps(seed: int) -> None:
     assert r.resets == 0
     assert r.at_best(outside_bands=True) > 0.95
     assert r.at_best() > 0.8
+
+
+def test_single_depths_and_the_oracle_serve_the_same_arrivals() -> None:
+    short = replace(SCENARIO, phases=SCENARIO.phases[:2])  # 60 s at 1.5, then up to 6
+    runs = {p: run_depth(short, 3, p) for p in ("ladder", "k=5", "oracle")}
+    assert len({r.requests for r in runs.values()}) == 1
+    fixed = runs["k=5"]
+    assert fixed.switches == [] and {k for sec in fixed.served for k in sec} == {5}
+    assert {k for sec in runs["oracle"].served for k in sec} == {5, 3}
+    # above the break-even k = 5 alone is slower per token than the ladder
+    assert fixed.e2e_per_token_ms > runs["ladder"].e2e_per_token_ms
