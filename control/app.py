@@ -79,8 +79,8 @@ def create_app(
         )
     database = database or Database(
         settings.resolved_database_url(),
-        lock_timeout_ms=settings.database_lock_timeout_ms,
-        statement_timeout_ms=settings.database_statement_timeout_ms,
+        lock_timeout_ms=settings.database.lock_timeout_ms,
+        statement_timeout_ms=settings.database.statement_timeout_ms,
     )
     app = FastAPI(
         title="specroute control plane",
@@ -88,13 +88,15 @@ def create_app(
         description="Admin REST (pairs, pools, segments, rollouts, ...) and the internal API.",
         generate_unique_id_function=operation_id,
         # NOTE: SPECROUTE_*DOCS_ENABLED=false drops all three (404), e.g. in production.
-        docs_url="/docs" if settings.docs_enabled else None,
-        redoc_url="/redoc" if settings.docs_enabled else None,
-        openapi_url="/openapi.json" if settings.docs_enabled else None,
+        docs_url="/docs" if settings.exposure.docs_enabled else None,
+        redoc_url="/redoc" if settings.exposure.docs_enabled else None,
+        openapi_url="/openapi.json" if settings.exposure.docs_enabled else None,
     )
     app.state.settings = settings
     app.state.database = database
-    app.state.guard_dispatch = GuardDispatch(settings) if settings.guard_on_telemetry else None
+    app.state.guard_dispatch = (
+        GuardDispatch(settings) if settings.automation.guard_on_telemetry else None
+    )
     install_error_handlers(app)
     app.add_middleware(BodyGuard)
     # Outside BodyGuard: the credential is checked and the size capped before any

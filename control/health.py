@@ -3,7 +3,7 @@ its schema is at the migrations' head).
 
 Liveness never touches the database, so an outage of PostgreSQL takes control
 out of its Service (readiness) without Kubernetes restarting healthy processes
-(liveness). Readiness answers within `readiness_timeout_seconds` even when the
+(liveness). Readiness answers within `readiness_timeout_s` even when the
 database does not: a connect that hangs is a 503, not a probe timeout.
 """
 
@@ -45,7 +45,7 @@ async def healthz() -> JSONResponse:
 )
 async def readyz(request: Request) -> JSONResponse:
     database: Database = request.app.state.database
-    timeout_s: float = request.app.state.settings.readiness_timeout_seconds
+    timeout_s: float = request.app.state.settings.readiness_timeout_s
     head = schema_head()
     try:
         revision = await asyncio.wait_for(

@@ -240,7 +240,7 @@ router = APIRouter()
 
 @router.get("/metrics", include_in_schema=False)
 def metrics(request: Request) -> Response:
-    token = request.app.state.settings.metrics_token
+    token = request.app.state.settings.exposure.metrics_token
     if token is not None:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         # NOTE: constant-time, as for every other token.

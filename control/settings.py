@@ -1,16 +1,20 @@
-"""Control-plane settings (env prefix SPECROUTE_)."""
+"""Control-plane settings (env prefix SPECROUTE_), one group per subsystem.
 
+See specwire.settings for how a group's fields map to variables and keywords."""
+
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from specwire import QuotaWeights
 from specwire.admin_client import DEV_ADMIN_TOKEN as DEV_ADMIN_TOKEN
 from specwire.artifacts import default_model_roots
 from specwire.logs import LogFormat
+from specwire.settings import PlaneSettings, SettingsGroup
 
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
 
@@ -19,21 +23,262 @@ class MissingTokens(RuntimeError):
     """Raised at start when a required token is unset and dev tokens are off."""
 
 
-class ControlSettings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="SPECROUTE_", env_nested_delimiter="__", extra="ignore"
-    )
+class DatabaseSettings(SettingsGroup):
+    """The control database and the API's time limits on it."""
 
-    data_dir: Path = Field(
-        default=Path("data"),
-        description="Directory for embedded state: the SQLite database, broker and reports.",
-    )
-    database_url: str | None = Field(
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_DATABASE_", extra="ignore")
+
+    url: str | None = Field(
         default=None,
         description=(
             "SQLAlchemy URL of the control database. Unset: an SQLite file "
             "`control.db` under the data dir. PostgreSQL: postgresql+psycopg://..."
         ),
+    )
+    lock_timeout_ms: int = Field(
+        default=2000,
+        ge=0,
+        description=(
+            "PostgreSQL lock_timeout of the API's connections: a request waiting longer "
+            "for a row or table lock fails with 503 database_busy and Retry-After. 0: no limit."
+        ),
+    )
+    statement_timeout_ms: int = Field(
+        default=15000,
+        ge=0,
+        description=(
+            "PostgreSQL statement_timeout of the API's connections (503 database_busy "
+            "beyond it). 0: no limit."
+        ),
+    )
+
+
+class AuthFailureSettings(SettingsGroup):
+    """Rate limit on failed authentications, per source address."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_AUTH_FAILURE_", extra="ignore")
+
+    burst: int = Field(
+        default=20,
+        ge=1,
+        description=(
+            "Failed authentications one source address may make in a burst on the admin "
+            "and internal APIs; past it, its requests are 429 auth_rate_limited with "
+            "Retry-After until failures age out."
+        ),
+    )
+    refill_per_second: float = Field(
+        default=1.0,
+        gt=0,
+        description="Failed authentications per second an address regains (the steady rate).",
+    )
+    max_addresses: int = Field(
+        default=10_000,
+        ge=1,
+        description=(
+            "Source addresses the failure table tracks at once; past it, the least "
+            "recently failed address is forgotten (bounded memory)."
+        ),
+    )
+
+
+class ExposureSettings(SettingsGroup):
+    """What /metrics and the API docs show, and to whom."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_", extra="ignore")
+
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "When set, GET /metrics needs `Authorization: Bearer <this>` (401 otherwise). "
+            "Unset: /metrics is open (it carries no secrets; bind it to a private network)."
+        ),
+    )
+    docs_enabled: bool = Field(
+        default=True,
+        description="Serve /docs, /redoc and /openapi.json. false: all three are 404.",
+    )
+
+
+class WorkerSettings(SettingsGroup):
+    """When an engine worker counts as stale."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_WORKER_", extra="ignore")
+    renamed: ClassVar[Mapping[str, str]] = {
+        "stale_after_seconds": "stale_after_s",
+        "restart_grace_seconds": "restart_grace_s",
+    }
+
+    stale_after_s: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "A worker whose last heartbeat is older than this (about 3 agent heartbeat "
+            "intervals) counts as unhealthy in the snapshot."
+        ),
+    )
+    restart_grace_s: float = Field(
+        default=5.0,
+        ge=0,
+        description=(
+            "After the control plane starts, how long no worker counts as stale (about one "
+            "agent heartbeat interval): staleness is judged from heartbeats received since "
+            "the restart, not from an outage of control itself."
+        ),
+    )
+
+
+class CelerySettings(SettingsGroup):
+    """The automation's broker and result backend."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_", extra="ignore")
+
+    broker_url: str | None = Field(
+        default=None,
+        description=(
+            "Celery broker URL. Unset: kombu's SQLAlchemy transport on `broker.db` under the "
+            "data dir (embedded). Production: redis://... or amqp://..."
+        ),
+    )
+    result_backend: str | None = Field(
+        default=None,
+        description=(
+            "Celery result backend URL. Unset: `db+sqlite:///` on `results.db` under the "
+            "data dir. Production: redis://... (or db+postgresql+psycopg://...)."
+        ),
+    )
+
+
+class AutomationSettings(SettingsGroup):
+    """The beat's jobs: how often each runs and what it reads."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_", extra="ignore")
+    renamed: ClassVar[Mapping[str, str]] = {
+        "evaluation_interval_seconds": "evaluation_interval_s",
+        "guard_interval_seconds": "guard_interval_s",
+        "probation_interval_seconds": "probation_interval_s",
+        "depth_interval_seconds": "depth_interval_s",
+        "monitor_lookback_seconds": "monitor_lookback_s",
+        "request_retention_interval_seconds": "request_retention_interval_s",
+    }
+
+    evaluation_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Beat interval of the canary evaluation (one inconclusive round each).",
+    )
+    guard_interval_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="Beat interval of the guards (acceptance, memory, draft, speedup).",
+    )
+    guard_on_telemetry: bool = Field(
+        default=True,
+        description=(
+            "Send a rollout a guard task as soon as a telemetry batch stores its windows, "
+            "besides the beat (a regression is judged when its evidence lands)."
+        ),
+    )
+    probation_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Beat interval of the probation sweep that re-enables disabled rollouts.",
+    )
+    depth_interval_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Beat interval of the depth advice job.",
+    )
+    depth_max_k: int = Field(
+        default=8,
+        ge=1,
+        le=32,
+        description="Longest speculative length depth advice considers.",
+    )
+    monitor_lookback_s: float = Field(
+        default=3 * 3600.0,
+        gt=0,
+        description=(
+            "How far back the sequential monitors read a rollout's telemetry: from the "
+            "start of its exposure, but at most this long (about the false-alarm horizon "
+            "of 1,000 ten-second windows)."
+        ),
+    )
+    request_record_retention_days: float = Field(
+        default=7.0,
+        gt=0,
+        description=(
+            "Per-request records older than this are deleted by the retention job "
+            "(fractions of a day allowed)."
+        ),
+    )
+    request_retention_interval_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Beat interval of the job that deletes request records past retention.",
+    )
+
+
+class CapacitySettings(SettingsGroup):
+    """`specroute control capacity`: scaling pool Deployments."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_CAPACITY_", extra="ignore")
+    renamed: ClassVar[Mapping[str, str]] = {"interval_seconds": "interval_s"}
+
+    interval_s: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "`specroute control capacity`: seconds between two passes that scale each "
+            "pool's Deployment to its desired workers."
+        ),
+    )
+    namespace: str | None = Field(
+        default=None,
+        description=(
+            "`specroute control capacity`: namespace of the pool Deployments. Unset: the "
+            "pod's own (its ServiceAccount's namespace file)."
+        ),
+    )
+    deployment_template: str = Field(
+        default="specroute-engine-{pool}",
+        description=(
+            "`specroute control capacity`: the Deployment of a pool, `{pool}` standing for "
+            "its name (lower-cased, `_` as `-`)."
+        ),
+    )
+
+
+class TlsSettings(SettingsGroup):
+    """HTTPS served by `control serve` itself."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_SSL_", extra="ignore")
+
+    certfile: Path | None = Field(
+        default=None,
+        description=(
+            "PEM certificate (chain) `control serve` serves HTTPS with; needs ssl_keyfile. "
+            "Unset: plain HTTP (TLS ends at a proxy or load balancer in front)."
+        ),
+    )
+    keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")
+
+
+class ControlSettings(PlaneSettings):
+    """The control plane's settings: its own fields and one group per subsystem."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SPECROUTE_", env_nested_delimiter="__", extra="ignore"
+    )
+    renamed: ClassVar[Mapping[str, str]] = {
+        "snapshot_ttl_seconds": "snapshot_ttl_s",
+        "shutdown_grace_seconds": "shutdown_grace_s",
+        "readiness_timeout_seconds": "readiness_timeout_s",
+    }
+
+    data_dir: Path = Field(
+        default=Path("data"),
+        description="Directory for embedded state: the SQLite database, broker and reports.",
     )
     admin_token: SecretStr | None = Field(
         default=None,
@@ -55,22 +300,6 @@ class ControlSettings(BaseSettings):
             "Development only: fill unset admin/internal tokens with the well-known "
             f"`{DEV_ADMIN_TOKEN}` / `{DEV_INTERNAL_TOKEN}` (logged as a warning at start). "
             "`specroute control serve --dev` sets it."
-        ),
-    )
-    database_lock_timeout_ms: int = Field(
-        default=2000,
-        ge=0,
-        description=(
-            "PostgreSQL lock_timeout of the API's connections: a request waiting longer "
-            "for a row or table lock fails with 503 database_busy and Retry-After. 0: no limit."
-        ),
-    )
-    database_statement_timeout_ms: int = Field(
-        default=15000,
-        ge=0,
-        description=(
-            "PostgreSQL statement_timeout of the API's connections (503 database_busy "
-            "beyond it). 0: no limit."
         ),
     )
     model_roots: list[Path] | None = Field(
@@ -98,64 +327,14 @@ class ControlSettings(BaseSettings):
             "and /admin/v1/evaluations."
         ),
     )
-    auth_failure_burst: int = Field(
-        default=20,
-        ge=1,
-        description=(
-            "Failed authentications one source address may make in a burst on the admin "
-            "and internal APIs; past it, its requests are 429 auth_rate_limited with "
-            "Retry-After until failures age out."
-        ),
-    )
-    auth_failure_refill_per_second: float = Field(
-        default=1.0,
-        gt=0,
-        description="Failed authentications per second an address regains (the steady rate).",
-    )
-    auth_failure_max_addresses: int = Field(
-        default=10_000,
-        ge=1,
-        description=(
-            "Source addresses the failure table tracks at once; past it, the least "
-            "recently failed address is forgotten (bounded memory)."
-        ),
-    )
-    metrics_token: SecretStr | None = Field(
-        default=None,
-        description=(
-            "When set, GET /metrics needs `Authorization: Bearer <this>` (401 otherwise). "
-            "Unset: /metrics is open (it carries no secrets; bind it to a private network)."
-        ),
-    )
-    docs_enabled: bool = Field(
-        default=True,
-        description="Serve /docs, /redoc and /openapi.json. false: all three are 404.",
-    )
     redis_url: str | None = Field(
         default=None,
         description="Redis URL for snapshot change notifications (pub/sub). Unset: none.",
     )
-    snapshot_ttl_seconds: float = Field(
+    snapshot_ttl_s: float = Field(
         default=30.0,
         gt=0,
         description="Age after which a gateway fails safe to the baseline arm.",
-    )
-    worker_stale_after_seconds: float = Field(
-        default=15.0,
-        gt=0,
-        description=(
-            "A worker whose last heartbeat is older than this (about 3 agent heartbeat "
-            "intervals) counts as unhealthy in the snapshot."
-        ),
-    )
-    worker_restart_grace_seconds: float = Field(
-        default=5.0,
-        ge=0,
-        description=(
-            "After the control plane starts, how long no worker counts as stale (about one "
-            "agent heartbeat interval): staleness is judged from heartbeats received since "
-            "the restart, not from an outage of control itself."
-        ),
     )
     kv_cache_high_usage: float = Field(
         default=0.9,
@@ -173,64 +352,6 @@ class ControlSettings(BaseSettings):
             "token quota (SPECROUTE_QUOTA_WEIGHTS__PROMPT=...)."
         ),
     )
-
-    broker_url: str | None = Field(
-        default=None,
-        description=(
-            "Celery broker URL. Unset: kombu's SQLAlchemy transport on `broker.db` under the "
-            "data dir (embedded). Production: redis://... or amqp://..."
-        ),
-    )
-    result_backend: str | None = Field(
-        default=None,
-        description=(
-            "Celery result backend URL. Unset: `db+sqlite:///` on `results.db` under the "
-            "data dir. Production: redis://... (or db+postgresql+psycopg://...)."
-        ),
-    )
-    evaluation_interval_seconds: float = Field(
-        default=60.0,
-        gt=0,
-        description="Beat interval of the canary evaluation (one inconclusive round each).",
-    )
-    guard_interval_seconds: float = Field(
-        default=15.0,
-        gt=0,
-        description="Beat interval of the guards (acceptance, memory, draft, speedup).",
-    )
-    guard_on_telemetry: bool = Field(
-        default=True,
-        description=(
-            "Send a rollout a guard task as soon as a telemetry batch stores its windows, "
-            "besides the beat (a regression is judged when its evidence lands)."
-        ),
-    )
-    probation_interval_seconds: float = Field(
-        default=30.0,
-        gt=0,
-        description="Beat interval of the probation sweep that re-enables disabled rollouts.",
-    )
-    depth_interval_seconds: float = Field(
-        default=3600.0,
-        gt=0,
-        description="Beat interval of the depth advice job.",
-    )
-    depth_max_k: int = Field(
-        default=8,
-        ge=1,
-        le=32,
-        description="Longest speculative length depth advice considers.",
-    )
-    monitor_lookback_seconds: float = Field(
-        default=3 * 3600.0,
-        gt=0,
-        description=(
-            "How far back the sequential monitors read a rollout's telemetry: from the "
-            "start of its exposure, but at most this long (about the false-alarm horizon "
-            "of 1,000 ten-second windows)."
-        ),
-    )
-
     api_surfaces: list[Literal["admin", "internal"]] = Field(
         default=["admin", "internal"],
         min_length=1,
@@ -241,28 +362,6 @@ class ControlSettings(BaseSettings):
             "only gateways and agents reach the internal API and only admins the admin API."
         ),
     )
-    capacity_interval_seconds: float = Field(
-        default=15.0,
-        gt=0,
-        description=(
-            "`specroute control capacity`: seconds between two passes that scale each "
-            "pool's Deployment to its desired workers."
-        ),
-    )
-    capacity_namespace: str | None = Field(
-        default=None,
-        description=(
-            "`specroute control capacity`: namespace of the pool Deployments. Unset: the "
-            "pod's own (its ServiceAccount's namespace file)."
-        ),
-    )
-    capacity_deployment_template: str = Field(
-        default="specroute-engine-{pool}",
-        description=(
-            "`specroute control capacity`: the Deployment of a pool, `{pool}` standing for "
-            "its name (lower-cased, `_` as `-`)."
-        ),
-    )
     log_format: LogFormat = Field(
         default="text",
         description=(
@@ -271,15 +370,7 @@ class ControlSettings(BaseSettings):
             "also for `specroute worker` / `beat` (Celery's start-up banner is then off)."
         ),
     )
-    ssl_certfile: Path | None = Field(
-        default=None,
-        description=(
-            "PEM certificate (chain) `control serve` serves HTTPS with; needs ssl_keyfile. "
-            "Unset: plain HTTP (TLS ends at a proxy or load balancer in front)."
-        ),
-    )
-    ssl_keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")
-    shutdown_grace_seconds: int = Field(
+    shutdown_grace_s: int = Field(
         default=30,
         ge=0,
         description=(
@@ -287,11 +378,19 @@ class ControlSettings(BaseSettings):
             "stops accepting connections; still running after it, they are cancelled."
         ),
     )
-    readiness_timeout_seconds: float = Field(
+    readiness_timeout_s: float = Field(
         default=2.0,
         gt=0,
         description="Longest wait of `/readyz` for the database before it answers 503.",
     )
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    auth_failure: AuthFailureSettings = Field(default_factory=AuthFailureSettings)
+    exposure: ExposureSettings = Field(default_factory=ExposureSettings)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    celery: CelerySettings = Field(default_factory=CelerySettings)
+    automation: AutomationSettings = Field(default_factory=AutomationSettings)
+    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
+    tls: TlsSettings = Field(default_factory=TlsSettings)
 
     def unset_tokens(self) -> list[str]:
         """Env names of the required tokens that are unset (empty counts as unset)."""
@@ -336,33 +435,19 @@ class ControlSettings(BaseSettings):
             return [root.resolve() for root in self.model_roots]
         return default_model_roots()
 
-    request_record_retention_days: float = Field(
-        default=7.0,
-        gt=0,
-        description=(
-            "Per-request records older than this are deleted by the retention job "
-            "(fractions of a day allowed)."
-        ),
-    )
-    request_retention_interval_seconds: float = Field(
-        default=3600.0,
-        gt=0,
-        description="Beat interval of the job that deletes request records past retention.",
-    )
-
     def resolved_database_url(self) -> str:
-        if self.database_url:
-            return self.database_url
+        if self.database.url:
+            return self.database.url
         return f"sqlite:///{(self.data_dir / 'control.db').resolve()}"
 
     def resolved_broker_url(self) -> str:
-        if self.broker_url:
-            return self.broker_url
+        if self.celery.broker_url:
+            return self.celery.broker_url
         return f"sqla+sqlite:///{(self.data_dir / 'broker.db').resolve()}"
 
     def resolved_result_backend(self) -> str:
-        if self.result_backend:
-            return self.result_backend
+        if self.celery.result_backend:
+            return self.celery.result_backend
         return f"db+sqlite:///{(self.data_dir / 'results.db').resolve()}"
 
 

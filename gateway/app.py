@@ -29,31 +29,32 @@ log = logging.getLogger(__name__)
 
 def build_state(settings: GatewaySettings) -> GatewayState:
     metrics = GatewayMetrics(
-        top_k_segments=settings.segment_top_k, hash_tenants=settings.tenant_label_hash
+        top_k_segments=settings.exposure.segment_top_k,
+        hash_tenants=settings.exposure.tenant_label_hash,
     )
     return GatewayState(
         settings=settings,
         store=SnapshotStore(),
         balancer=Balancer(
-            breaker_threshold=settings.breaker_failure_threshold,
-            breaker_cooldown_s=settings.breaker_cooldown_s,
+            breaker_threshold=settings.breaker.failure_threshold,
+            breaker_cooldown_s=settings.breaker.cooldown_s,
             on_outstanding=metrics.set_outstanding,
         ),
         metrics=metrics,
         auth_guard=AuthGuard.of(settings, metrics),
         aggregator=TelemetryAggregator(
             settings.gateway_id,
-            settings.telemetry_window_seconds,
-            settings.telemetry_max_pending_windows,
-            max_records_per_window=settings.telemetry_max_records_per_window,
-            max_refusal_records_per_window=settings.telemetry_max_refusal_records_per_window,
+            settings.telemetry.window_s,
+            settings.telemetry.max_pending_windows,
+            max_records_per_window=settings.telemetry.max_records_per_window,
+            max_refusal_records_per_window=settings.telemetry.max_refusal_records_per_window,
             on_record_dropped=metrics.observe_request_record_dropped,
         ),
         quota=make_quota_limiter(
             settings.redis_url,
-            failure_mode=settings.quota_redis_failure,
-            timeout_s=settings.quota_redis_timeout_s,
-            retry_s=settings.quota_redis_retry_s,
+            failure_mode=settings.quota.redis_failure,
+            timeout_s=settings.quota.redis_timeout_s,
+            retry_s=settings.quota.redis_retry_s,
             on_failure=metrics.observe_quota_store_failure,
         ),
         control_client=httpx.AsyncClient(timeout=5.0, trust_env=False),
@@ -86,24 +87,24 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         client=state.control_client,
         control_url=settings.control_url,
         token=token,
-        interval_s=settings.snapshot_poll_seconds,
-        snapshot_file=settings.snapshot_file,
+        interval_s=settings.snapshot.poll_s,
+        snapshot_file=settings.snapshot.file,
         redis_url=settings.redis_url,
         on_poll=on_poll,
     )
     app.state.poller = poller
     # No total or read timeout here: the relay enforces first-token, idle and total limits.
     state.engine_client = EngineClient(
-        connect_timeout_s=settings.connect_timeout_s,
-        unacked_timeout_s=settings.response_header_timeout_s,
+        connect_timeout_s=settings.upstream.connect_timeout_s,
+        unacked_timeout_s=settings.upstream.response_header_timeout_s,
     )
     # One refresh before serving, so a healthy deployment is ready at once.
     await poller.poll_once()
     tasks = [asyncio.create_task(poller.run(), name="snapshot-poller")]
     flusher: TelemetryFlusher | None = None
-    telemetry_enabled = settings.telemetry_enabled
+    telemetry_enabled = settings.telemetry.enabled
     if telemetry_enabled is None:
-        telemetry_enabled = settings.snapshot_file is None
+        telemetry_enabled = settings.snapshot.file is None
     if telemetry_enabled:
         # NOTE: without it (standalone file mode) windows still aggregate, bounded
         # by max_pending_windows, and /metrics still counts every request.
@@ -112,7 +113,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             state.control_client,
             settings.control_url,
             token,
-            settings.telemetry_flush_seconds,
+            settings.telemetry.flush_s,
             metrics=state.metrics,
         )
         tasks.append(asyncio.create_task(flusher.run(), name="telemetry-flusher"))
@@ -160,9 +161,9 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         description="OpenAI-compatible front door with per-segment speculation routing.",
         lifespan=_lifespan,
         # NOTE: SPECROUTE_*DOCS_ENABLED=false drops all three (404), e.g. in production.
-        docs_url="/docs" if settings.docs_enabled else None,
-        redoc_url="/redoc" if settings.docs_enabled else None,
-        openapi_url="/openapi.json" if settings.docs_enabled else None,
+        docs_url="/docs" if settings.exposure.docs_enabled else None,
+        redoc_url="/redoc" if settings.exposure.docs_enabled else None,
+        openapi_url="/openapi.json" if settings.exposure.docs_enabled else None,
     )
     app.state.gateway = build_state(settings)
     register_error_handlers(app)

@@ -17,9 +17,9 @@ class AuthGuard:
     @classmethod
     def of(cls, settings: GatewaySettings, metrics: GatewayMetrics) -> "AuthGuard":
         limiter = AuthFailureLimiter(
-            burst=settings.auth_failure_burst,
-            refill_per_second=settings.auth_failure_refill_per_second,
-            max_addresses=settings.auth_failure_max_addresses,
+            burst=settings.auth_failure.burst,
+            refill_per_second=settings.auth_failure.refill_per_second,
+            max_addresses=settings.auth_failure.max_addresses,
         )
         return cls(limiter, metrics)
 

@@ -52,7 +52,7 @@ def serve(
     settings = GatewaySettings()
     try:
         tls = tls_options(
-            ssl_certfile or settings.ssl_certfile, ssl_keyfile or settings.ssl_keyfile
+            ssl_certfile or settings.tls.certfile, ssl_keyfile or settings.tls.keyfile
         )
     except TLSConfigError as refused:
         typer.echo(f"refusing to start: {refused}", err=True)
@@ -71,14 +71,14 @@ def serve(
         )
         raise typer.Exit(code=2)
     # NOTE: on SIGTERM uvicorn closes the listening socket at once, lets open
-    # requests and streams finish for shutdown_grace_seconds, then cancels them;
+    # requests and streams finish for shutdown_grace_s, then cancels them;
     # the lifespan's shutdown (telemetry flush) runs after.
     options = {
         "host": host,
         "port": port,
         "log_level": log_level,
         "log_config": log_config,
-        "timeout_graceful_shutdown": settings.shutdown_grace_seconds,
+        "timeout_graceful_shutdown": settings.shutdown_grace_s,
         **tls,
     }
     if workers > 1:

@@ -247,7 +247,8 @@ async def route(
     fallback pool (reason `pool_unavailable`). Nothing is retried once an engine accepted."""
     stream = arrival.body.stream
     body = engine_body(arrival.received, stream=stream)
-    timeout_s = state.settings.first_token_timeout_s if stream else state.settings.request_timeout_s
+    upstream = state.settings.upstream
+    timeout_s = upstream.first_token_timeout_s if stream else upstream.request_timeout_s
     candidate = decision
     tried: list[str] = []
     engine_error: GatewayError | None = None  # the last engine's own failure, if any
@@ -262,7 +263,7 @@ async def route(
                 request_id=arrival.request_id,
                 header_timeout_s=timeout_s,
                 response_header_timeout_s=(
-                    state.settings.response_header_timeout_s if stream else None
+                    state.settings.upstream.response_header_timeout_s if stream else None
                 ),
             )
         except PoolExhausted as exhausted:
@@ -348,18 +349,18 @@ async def relay(
             request,
             keep_usage=bool(body.stream_options and body.stream_options.include_usage),
             started=acct.started,
-            first_token_timeout_s=settings.first_token_timeout_s,
-            idle_timeout_s=settings.idle_timeout_s,
-            hold_headers=settings.hold_stream_headers,
+            first_token_timeout_s=settings.upstream.first_token_timeout_s,
+            idle_timeout_s=settings.upstream.idle_timeout_s,
+            hold_headers=settings.upstream.hold_stream_headers,
             headers=headers,
             finish=acct.finish,
-            max_event_bytes=settings.engine_max_body_bytes,
+            max_event_bytes=settings.upstream.engine_max_body_bytes,
         )
     return await relay_json(
         opened,
         request,
-        timeout_s=settings.request_timeout_s,
+        timeout_s=settings.upstream.request_timeout_s,
         headers=headers,
         finish=acct.finish,
-        max_body_bytes=settings.engine_max_body_bytes,
+        max_body_bytes=settings.upstream.engine_max_body_bytes,
     )

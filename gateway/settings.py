@@ -1,14 +1,18 @@
-"""Gateway settings (env prefix SPECROUTE_GATEWAY_)."""
+"""Gateway settings (env prefix SPECROUTE_GATEWAY_), one group per subsystem.
+
+See specwire.settings for how a group's fields map to variables and keywords."""
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from specwire.logs import LogFormat
+from specwire.settings import PlaneSettings, SettingsGroup
 
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
 
@@ -24,75 +28,29 @@ def _default_gateway_id() -> str:
     return f"gw-{socket.gethostname()}-{os.getpid()}"
 
 
-class GatewaySettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_", extra="ignore")
+class SnapshotSettings(SettingsGroup):
+    """Where the policy snapshot comes from."""
 
-    control_url: str = Field(
-        default="http://127.0.0.1:8000",
-        description="Base URL of the control plane (internal API at /internal/v1).",
-    )
-    internal_token: SecretStr | None = Field(
-        default=None,
-        description=(
-            "Bearer token for the control plane's internal API. Required unless the "
-            "gateway serves a snapshot file without telemetry, or dev_tokens is set."
-        ),
-    )
-    dev_tokens: bool = Field(
-        default=False,
-        description=(
-            f"Development only: an unset internal token falls back to `{DEV_INTERNAL_TOKEN}` "
-            "(logged as a warning at start)."
-        ),
-    )
-    gateway_id: str = Field(
-        default_factory=_default_gateway_id,
-        min_length=1,
-        max_length=200,
-        description=(
-            "Id this gateway process reports telemetry under. Batches are idempotent per "
-            "id and window, so no two running processes may share one. "
-            "Default: gw-<hostname>-<pid>. Under `serve --workers N` a set id gets each "
-            "process's pid appended (<id>-<pid>)."
-        ),
-    )
-    snapshot_poll_seconds: float = Field(
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_SNAPSHOT_", extra="ignore")
+    renamed: ClassVar[Mapping[str, str]] = {"poll_seconds": "poll_s"}
+
+    poll_s: float = Field(
         default=1.0, gt=0, description="Interval between ETag polls of the policy snapshot."
     )
-    snapshot_file: Path | None = Field(
+    file: Path | None = Field(
         default=None,
         description=(
             "Serve from a static PolicySnapshot JSON file instead of polling control "
             "(standalone/dev and component tests). Re-read when its mtime changes."
         ),
     )
-    redis_url: str | None = Field(
-        default=None,
-        description="Redis URL for snapshot change notifications and shared quotas. Unset: none.",
-    )
-    quota_redis_failure: Literal["open", "closed", "local"] = Field(
-        default="local",
-        description=(
-            "Quota behaviour while Redis is down or slow: `local` enforces each tenant's "
-            "budget per gateway replica in memory, counting what Redis had already "
-            "admitted (one replica never exceeds the budget, N replicas at most N x), "
-            "`open` admits everything, `closed` refuses limited tenants with 503 "
-            "quota_unavailable."
-        ),
-    )
-    quota_redis_timeout_s: float = Field(
-        default=0.1,
-        gt=0,
-        description="Longest wait for one Redis quota call before it counts as a failure.",
-    )
-    quota_redis_retry_s: float = Field(
-        default=2.0,
-        gt=0,
-        description=(
-            "After a Redis quota failure, how long the failure mode applies before Redis "
-            "is tried again (a hung Redis costs one timeout per interval, not per request)."
-        ),
-    )
+
+
+class UpstreamSettings(SettingsGroup):
+    """Talking to engine workers: deadlines and limits."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_", extra="ignore")
+
     connect_timeout_s: float = Field(
         default=2.0, gt=0, description="Connect timeout to an engine worker."
     )
@@ -132,9 +90,6 @@ class GatewaySettings(BaseSettings):
         gt=0,
         description="Non-streaming: longest wait for the engine's complete response.",
     )
-    max_body_bytes: int = Field(
-        default=1 << 20, ge=1024, description="Larger request bodies are refused with 413."
-    )
     engine_max_body_bytes: int = Field(
         default=16 << 20,
         ge=1024,
@@ -144,7 +99,59 @@ class GatewaySettings(BaseSettings):
             "engine_event_too_large error event), never read whole."
         ),
     )
-    auth_failure_burst: int = Field(
+
+
+class BreakerSettings(SettingsGroup):
+    """Each worker's circuit breaker."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_BREAKER_", extra="ignore")
+
+    failure_threshold: int = Field(
+        default=3,
+        ge=1,
+        description="Consecutive connect failures/5xx that open a worker's breaker.",
+    )
+    cooldown_s: float = Field(
+        default=5.0, gt=0, description="Open breaker: wait this long before one half-open trial."
+    )
+
+
+class QuotaSettings(SettingsGroup):
+    """Shared quotas on Redis and what happens when it fails."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_QUOTA_", extra="ignore")
+
+    redis_failure: Literal["open", "closed", "local"] = Field(
+        default="local",
+        description=(
+            "Quota behaviour while Redis is down or slow: `local` enforces each tenant's "
+            "budget per gateway replica in memory, counting what Redis had already "
+            "admitted (one replica never exceeds the budget, N replicas at most N x), "
+            "`open` admits everything, `closed` refuses limited tenants with 503 "
+            "quota_unavailable."
+        ),
+    )
+    redis_timeout_s: float = Field(
+        default=0.1,
+        gt=0,
+        description="Longest wait for one Redis quota call before it counts as a failure.",
+    )
+    redis_retry_s: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "After a Redis quota failure, how long the failure mode applies before Redis "
+            "is tried again (a hung Redis costs one timeout per interval, not per request)."
+        ),
+    )
+
+
+class AuthFailureSettings(SettingsGroup):
+    """Rate limit on failed API-key authentications, per source address."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_AUTH_FAILURE_", extra="ignore")
+
+    burst: int = Field(
         default=20,
         ge=1,
         description=(
@@ -153,12 +160,12 @@ class GatewaySettings(BaseSettings):
             "age out."
         ),
     )
-    auth_failure_refill_per_second: float = Field(
+    refill_per_second: float = Field(
         default=1.0,
         gt=0,
         description="Failed authentications per second an address regains (the steady rate).",
     )
-    auth_failure_max_addresses: int = Field(
+    max_addresses: int = Field(
         default=10_000,
         ge=1,
         description=(
@@ -166,6 +173,13 @@ class GatewaySettings(BaseSettings):
             "recently failed address is forgotten (bounded memory)."
         ),
     )
+
+
+class ExposureSettings(SettingsGroup):
+    """What /metrics and the API docs show, and to whom."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_", extra="ignore")
+
     metrics_token: SecretStr | None = Field(
         default=None,
         description=(
@@ -187,39 +201,36 @@ class GatewaySettings(BaseSettings):
     segment_top_k: int = Field(
         default=20, ge=1, description="Segments with their own metric label; the rest: 'other'."
     )
-    telemetry_window_seconds: int = Field(
+
+
+class TelemetrySettings(SettingsGroup):
+    """Windows, records and their flush to control."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_TELEMETRY_", extra="ignore")
+    renamed: ClassVar[Mapping[str, str]] = {
+        "window_seconds": "window_s",
+        "flush_seconds": "flush_s",
+    }
+
+    window_s: int = Field(
         default=10, ge=1, description="Width of one telemetry aggregation window."
     )
-    telemetry_enabled: bool | None = Field(
+    enabled: bool | None = Field(
         default=None,
         description=(
             "Flush telemetry to control. Unset: on when polling control, off with a "
             "snapshot file (no control plane to flush to)."
         ),
     )
-    telemetry_flush_seconds: float = Field(
+    flush_s: float = Field(
         default=5.0, gt=0, description="Interval between telemetry flushes to control."
     )
-    telemetry_max_pending_windows: int = Field(
+    max_pending_windows: int = Field(
         default=360,
         ge=1,
         description="Closed windows kept while control is down; the oldest are dropped beyond.",
     )
-    shadow_max_inflight: int = Field(
-        default=4,
-        ge=0,
-        le=10_000,
-        description=(
-            "Shadow stage: most mirrored requests this gateway keeps in flight on spec pools; "
-            "a mirror beyond the cap is skipped (0: no mirroring). Caps the shadow's load."
-        ),
-    )
-    shadow_budget_s: float = Field(
-        default=30.0,
-        gt=0,
-        description="Shadow stage: a mirrored request still running after this is cancelled.",
-    )
-    telemetry_max_records_per_window: int = Field(
+    max_records_per_window: int = Field(
         default=1000,
         ge=0,
         description=(
@@ -228,7 +239,7 @@ class GatewaySettings(BaseSettings):
             "Memory while control is down: at most this times the pending windows."
         ),
     )
-    telemetry_max_refusal_records_per_window: int = Field(
+    max_refusal_records_per_window: int = Field(
         default=100,
         ge=0,
         description=(
@@ -237,15 +248,86 @@ class GatewaySettings(BaseSettings):
             "requests cannot push routed requests' records out. Beyond, counted as dropped."
         ),
     )
-    breaker_failure_threshold: int = Field(
-        default=3,
-        ge=1,
-        description="Consecutive connect failures/5xx that open a worker's breaker.",
+
+
+class ShadowSettings(SettingsGroup):
+    """The shadow stage's mirrored requests."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_SHADOW_", extra="ignore")
+
+    max_inflight: int = Field(
+        default=4,
+        ge=0,
+        le=10_000,
+        description=(
+            "Shadow stage: most mirrored requests this gateway keeps in flight on spec pools; "
+            "a mirror beyond the cap is skipped (0: no mirroring). Caps the shadow's load."
+        ),
     )
-    breaker_cooldown_s: float = Field(
-        default=5.0, gt=0, description="Open breaker: wait this long before one half-open trial."
+    budget_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Shadow stage: a mirrored request still running after this is cancelled.",
     )
 
+
+class TlsSettings(SettingsGroup):
+    """HTTPS served by the gateway itself."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_SSL_", extra="ignore")
+
+    certfile: Path | None = Field(
+        default=None,
+        description=(
+            "PEM certificate (chain) to serve HTTPS with; needs ssl_keyfile. Unset: plain "
+            "HTTP (TLS ends at a proxy or load balancer in front)."
+        ),
+    )
+    keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")
+
+
+class GatewaySettings(PlaneSettings):
+    """The gateway's settings: its own fields and one group per subsystem."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_", extra="ignore")
+    renamed: ClassVar[Mapping[str, str]] = {"shutdown_grace_seconds": "shutdown_grace_s"}
+
+    control_url: str = Field(
+        default="http://127.0.0.1:8000",
+        description="Base URL of the control plane (internal API at /internal/v1).",
+    )
+    internal_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bearer token for the control plane's internal API. Required unless the "
+            "gateway serves a snapshot file without telemetry, or dev_tokens is set."
+        ),
+    )
+    dev_tokens: bool = Field(
+        default=False,
+        description=(
+            f"Development only: an unset internal token falls back to `{DEV_INTERNAL_TOKEN}` "
+            "(logged as a warning at start)."
+        ),
+    )
+    gateway_id: str = Field(
+        default_factory=_default_gateway_id,
+        min_length=1,
+        max_length=200,
+        description=(
+            "Id this gateway process reports telemetry under. Batches are idempotent per "
+            "id and window, so no two running processes may share one. "
+            "Default: gw-<hostname>-<pid>. Under `serve --workers N` a set id gets each "
+            "process's pid appended (<id>-<pid>)."
+        ),
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL for snapshot change notifications and shared quotas. Unset: none.",
+    )
+    max_body_bytes: int = Field(
+        default=1 << 20, ge=1024, description="Larger request bodies are refused with 413."
+    )
     log_format: LogFormat = Field(
         default="text",
         description=(
@@ -253,15 +335,7 @@ class GatewaySettings(BaseSettings):
             "logger, message and the request id (`x-request-id`) of the request it belongs to."
         ),
     )
-    ssl_certfile: Path | None = Field(
-        default=None,
-        description=(
-            "PEM certificate (chain) to serve HTTPS with; needs ssl_keyfile. Unset: plain "
-            "HTTP (TLS ends at a proxy or load balancer in front)."
-        ),
-    )
-    ssl_keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")
-    shutdown_grace_seconds: int = Field(
+    shutdown_grace_s: int = Field(
         default=30,
         ge=0,
         description=(
@@ -270,7 +344,6 @@ class GatewaySettings(BaseSettings):
             "(their clients see the stream end without [DONE]). Telemetry is flushed after."
         ),
     )
-
     ready_requires_fresh_snapshot: bool = Field(
         default=False,
         description=(
@@ -279,10 +352,19 @@ class GatewaySettings(BaseSettings):
             "that makes every replica stale does not empty the gateway's Service."
         ),
     )
+    snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    quota: QuotaSettings = Field(default_factory=QuotaSettings)
+    auth_failure: AuthFailureSettings = Field(default_factory=AuthFailureSettings)
+    exposure: ExposureSettings = Field(default_factory=ExposureSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    shadow: ShadowSettings = Field(default_factory=ShadowSettings)
+    tls: TlsSettings = Field(default_factory=TlsSettings)
 
     def talks_to_control(self) -> bool:
-        # Telemetry is off by default in snapshot-file mode (see telemetry_enabled).
-        return self.snapshot_file is None or bool(self.telemetry_enabled)
+        # Telemetry is off by default in snapshot-file mode (see telemetry.enabled).
+        return self.snapshot.file is None or bool(self.telemetry.enabled)
 
     def internal_secret(self) -> str:
         """The token for control's internal API; "" in standalone file mode."""

@@ -44,8 +44,8 @@ class GatewayState:
         # NOTE: one cap and budget for both kinds of background copy: the load bound
         # they put on the engines (each kind counts its own copies in flight).
         copies = CopyDeps(
-            max_inflight=self.settings.shadow_max_inflight,
-            budget_s=self.settings.shadow_budget_s,
+            max_inflight=self.settings.shadow.max_inflight,
+            budget_s=self.settings.shadow.budget_s,
             balancer=self.balancer,
             metrics=self.metrics,
             aggregator=self.aggregator,

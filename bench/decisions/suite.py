@@ -42,7 +42,7 @@ def simulation_app(directory: Path | None = None) -> AutomationCelery:
     url = f"sqlite:///{data_dir / 'control.db'}"
     upgrade(url)
     settings = ControlSettings(
-        data_dir=data_dir, database_url=url, worker_stale_after_seconds=STALE_AFTER_S
+        data_dir=data_dir, database_url=url, worker_stale_after_s=STALE_AFTER_S
     )
     return create_celery_app(settings)
 

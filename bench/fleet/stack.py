@@ -267,8 +267,8 @@ class Fleet:
             "SPECROUTE_BROKER_URL": self.broker_url,
             "SPECROUTE_RESULT_BACKEND": "db+"
             + self.database_url(self.net.gateway_address, f"fleet-{name}-results"),
-            "SPECROUTE_WORKER_STALE_AFTER_SECONDS": str(self.options.stale_after_s),
-            "SPECROUTE_WORKER_RESTART_GRACE_SECONDS": "1",
+            "SPECROUTE_WORKER_STALE_AFTER_S": str(self.options.stale_after_s),
+            "SPECROUTE_WORKER_RESTART_GRACE_S": "1",
             "SPECROUTE_MODEL_ROOTS": f'["{tiny_pair_dir()}"]',
         }
 
@@ -283,10 +283,10 @@ class Fleet:
 
     def _worker_env(self, name: str) -> dict[str, str]:
         return self._common_control_env(name) | {
-            "SPECROUTE_GUARD_INTERVAL_SECONDS": str(self.options.guard_interval_s),
-            "SPECROUTE_PROBATION_INTERVAL_SECONDS": str(self.options.guard_interval_s),
-            "SPECROUTE_EVALUATION_INTERVAL_SECONDS": "3600",
-            "SPECROUTE_DEPTH_INTERVAL_SECONDS": "3600",
+            "SPECROUTE_GUARD_INTERVAL_S": str(self.options.guard_interval_s),
+            "SPECROUTE_PROBATION_INTERVAL_S": str(self.options.guard_interval_s),
+            "SPECROUTE_EVALUATION_INTERVAL_S": "3600",
+            "SPECROUTE_DEPTH_INTERVAL_S": "3600",
         }
 
     def kv_file(self, host: str, kind: str) -> Path:
@@ -317,11 +317,11 @@ class Fleet:
             "SPECROUTE_GATEWAY_INTERNAL_TOKEN": self.internal_token,
             "SPECROUTE_GATEWAY_GATEWAY_ID": gw,
             "SPECROUTE_GATEWAY_REDIS_URL": self.redis_url,
-            "SPECROUTE_GATEWAY_SNAPSHOT_POLL_SECONDS": str(self.options.snapshot_poll_s),
-            "SPECROUTE_GATEWAY_TELEMETRY_WINDOW_SECONDS": "2",
-            "SPECROUTE_GATEWAY_TELEMETRY_FLUSH_SECONDS": "1",
+            "SPECROUTE_GATEWAY_SNAPSHOT_POLL_S": str(self.options.snapshot_poll_s),
+            "SPECROUTE_GATEWAY_TELEMETRY_WINDOW_S": "2",
+            "SPECROUTE_GATEWAY_TELEMETRY_FLUSH_S": "1",
             "SPECROUTE_GATEWAY_CONNECT_TIMEOUT_S": str(self.options.connect_timeout_s),
-            "SPECROUTE_GATEWAY_SHUTDOWN_GRACE_SECONDS": "3",
+            "SPECROUTE_GATEWAY_SHUTDOWN_GRACE_S": "3",
             "SPECROUTE_GATEWAY_IDLE_TIMEOUT_S": "2",
             "SPECROUTE_GATEWAY_FIRST_TOKEN_TIMEOUT_S": "5",
             "SPECROUTE_GATEWAY_RESPONSE_HEADER_TIMEOUT_S": str(

@@ -66,9 +66,9 @@ class AuthFailures:
 def failure_limiter(settings: ControlSettings) -> AuthFailureLimiter:
     """A fresh per-address failure table sized by `settings`."""
     return AuthFailureLimiter(
-        burst=settings.auth_failure_burst,
-        refill_per_second=settings.auth_failure_refill_per_second,
-        max_addresses=settings.auth_failure_max_addresses,
+        burst=settings.auth_failure.burst,
+        refill_per_second=settings.auth_failure.refill_per_second,
+        max_addresses=settings.auth_failure.max_addresses,
     )
 
 

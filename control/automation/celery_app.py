@@ -53,31 +53,31 @@ def beat_schedule(settings: ControlSettings) -> dict[str, dict[str, Any]]:
     return {
         "evaluate-canaries": {
             "task": f"{TASK_PREFIX}.evaluate_canaries",
-            "schedule": timedelta(seconds=settings.evaluation_interval_seconds),
+            "schedule": timedelta(seconds=settings.automation.evaluation_interval_s),
         },
         "advance-offline": {
             "task": f"{TASK_PREFIX}.advance_offlines",
-            "schedule": timedelta(seconds=settings.evaluation_interval_seconds),
+            "schedule": timedelta(seconds=settings.automation.evaluation_interval_s),
         },
         "evaluate-shadows": {
             "task": f"{TASK_PREFIX}.evaluate_shadows",
-            "schedule": timedelta(seconds=settings.evaluation_interval_seconds),
+            "schedule": timedelta(seconds=settings.automation.evaluation_interval_s),
         },
         "run-guards": {
             "task": f"{TASK_PREFIX}.run_guards",
-            "schedule": timedelta(seconds=settings.guard_interval_seconds),
+            "schedule": timedelta(seconds=settings.automation.guard_interval_s),
         },
         "probation-sweep": {
             "task": f"{TASK_PREFIX}.probation_sweep",
-            "schedule": timedelta(seconds=settings.probation_interval_seconds),
+            "schedule": timedelta(seconds=settings.automation.probation_interval_s),
         },
         "depth-advice": {
             "task": f"{TASK_PREFIX}.depth_advice",
-            "schedule": timedelta(seconds=settings.depth_interval_seconds),
+            "schedule": timedelta(seconds=settings.automation.depth_interval_s),
         },
         "request-retention": {
             "task": f"{TASK_PREFIX}.purge_request_records",
-            "schedule": timedelta(seconds=settings.request_retention_interval_seconds),
+            "schedule": timedelta(seconds=settings.automation.request_retention_interval_s),
         },
     }
 

@@ -42,7 +42,9 @@ def advise(
         cost_ratio = cost_ratio_from_speedup(
             measured.speedup, acceptance.mean_acceptance_length, current_k
         )
-        advice = advise_depth(acceptance, cost_ratio, max(settings.depth_max_k, current_k))
+        advice = advise_depth(
+            acceptance, cost_ratio, max(settings.automation.depth_max_k, current_k)
+        )
         current = expected_speedup(
             acceptance.conditional_rates, current_k, cost_ratio, fill_rate=acceptance.alpha
         )

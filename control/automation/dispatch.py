@@ -1,6 +1,6 @@
 """Guards on arrival: judge a rollout as soon as new evidence for it is stored.
 
-The beat runs the guards every `guard_interval_seconds`; a telemetry batch that
+The beat runs the guards every `guard_interval_s`; a telemetry batch that
 brings a rollout's newest window also sends that rollout a `guard_rollout` task
 (after the commit that stored it), so a regression is judged as soon as its
 evidence lands instead of at the next tick. Sending is best effort: a broker

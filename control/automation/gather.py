@@ -3,7 +3,7 @@
 Two spans of windows are read:
 
 - **Since the exposure began** (`Rollout.exposed_since`, capped at
-  `monitor_lookback_seconds`): the sequential monitors that can flip a
+  `monitor_lookback_s`): the sequential monitors that can flip a
   rollout — acceptance (SPRT, the request as unit), load-matched latency
   regression and error-rate regression (CUSUMs with practical margins) — and
   the saturation check. They run continuously across stage changes: a
@@ -107,7 +107,7 @@ def gather_evidence(
 ) -> Evidence:
     """Read both arms' windows since the exposure began and compute every statistic."""
     exposed = rollout.exposed_since or rollout.state_entered_at
-    since = max(exposed, until - timedelta(seconds=settings.monitor_lookback_seconds))
+    since = max(exposed, until - timedelta(seconds=settings.automation.monitor_lookback_s))
     spec_ids, spec_rows = repository.arm_windows(session, rollout, Arm.SPEC, since, until)
     base_ids, base_rows = repository.arm_windows(session, rollout, Arm.BASELINE, since, until)
     starts, slot_of = _slots(spec_rows, base_rows)

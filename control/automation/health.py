@@ -16,7 +16,7 @@ def spec_pool_health(
 ) -> PoolHealth:
     thresholds = rollout.threshold_set
     workers = repository.pool_workers(session, rollout.spec_pool_id)
-    stale_after = timedelta(seconds=settings.worker_stale_after_seconds)
+    stale_after = timedelta(seconds=settings.workers.stale_after_s)
     # NOTE: a worker whose heartbeats stopped still says healthy until the staleness
     # sweep runs; freshness is checked here too so a dead pool cannot look alive.
     healthy = [w for w in workers if w.healthy and now - w.last_heartbeat_at <= stale_after]

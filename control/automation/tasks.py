@@ -86,7 +86,7 @@ def depth_advice(self: Any) -> list[Result]:
 def purge_request_records(self: Any) -> Result:
     """Retention: delete per-request records older than the configured period."""
     app = cast(AutomationCelery, self.app)
-    days = app.specroute_settings.request_record_retention_days
+    days = app.specroute_settings.automation.request_record_retention_days
     deleted = purge_expired(app.database, retention=timedelta(days=days), now=clock.now())
     return {"deleted": deleted, "retention_days": days}
 

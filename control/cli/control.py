@@ -88,7 +88,7 @@ def serve(
     settings = ControlSettings(database_url=_url(database_url), dev_tokens=dev)
     try:
         tls = tls_options(
-            ssl_certfile or settings.ssl_certfile, ssl_keyfile or settings.ssl_keyfile
+            ssl_certfile or settings.tls.certfile, ssl_keyfile or settings.tls.keyfile
         )
     except TLSConfigError as refused:
         typer.echo(f"refusing to start: {refused}", err=True)
@@ -111,7 +111,7 @@ def serve(
         port=port,
         log_level=log_level,
         log_config=log_config,
-        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+        timeout_graceful_shutdown=settings.shutdown_grace_s,
         **tls,  # type: ignore[arg-type]
     )
 
@@ -150,7 +150,7 @@ def capacity(
     del kubernetes  # required: it names the backend
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = get_settings()
-    namespace = settings.capacity_namespace
+    namespace = settings.capacity.namespace
     if namespace is None:
         try:
             namespace = Path(SERVICE_ACCOUNT_NAMESPACE).read_text().strip()
@@ -158,7 +158,7 @@ def capacity(
             typer.echo("no namespace: set SPECROUTE_CAPACITY_NAMESPACE", err=True)
             raise typer.Exit(code=2) from None
     scaler = KubernetesScaler(
-        apps_api(api_host, api_token), namespace, settings.capacity_deployment_template
+        apps_api(api_host, api_token), namespace, settings.capacity.deployment_template
     )
     database = Database(settings.resolved_database_url())
     try:
@@ -169,6 +169,6 @@ def capacity(
             if once:
                 failed = [r for r in results if r.outcome not in ("scaled", "unchanged")]
                 raise typer.Exit(code=1 if failed else 0)
-            time.sleep(settings.capacity_interval_seconds)
+            time.sleep(settings.capacity.interval_s)
     finally:
         database.dispose()

@@ -65,11 +65,11 @@ class SnapshotService:
     @classmethod
     def from_settings(cls, settings: ControlSettings) -> "SnapshotService":
         return cls(
-            ttl_seconds=settings.snapshot_ttl_seconds,
-            stale_after=timedelta(seconds=settings.worker_stale_after_seconds),
+            ttl_seconds=settings.snapshot_ttl_s,
+            stale_after=timedelta(seconds=settings.workers.stale_after_s),
             quota_weights=settings.quota_weights,
             started_at=utcnow(),
-            restart_grace=timedelta(seconds=settings.worker_restart_grace_seconds),
+            restart_grace=timedelta(seconds=settings.workers.restart_grace_s),
         )
 
     def in_restart_grace(self, now: datetime) -> bool:

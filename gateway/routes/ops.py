@@ -49,7 +49,7 @@ async def readyz(request: Request) -> JSONResponse:
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
     state = gateway_state(request)
-    token = state.settings.metrics_token
+    token = state.settings.exposure.metrics_token
     if token is not None:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         # NOTE: constant-time, as for every other token.

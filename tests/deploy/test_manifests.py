@@ -310,5 +310,5 @@ def test_only_the_capacity_controller_holds_an_api_token_and_only_for_scaling(
     from control.capacity.kubernetes import deployment_name
     from control.settings import ControlSettings
 
-    template = ControlSettings().capacity_deployment_template
+    template = ControlSettings().capacity.deployment_template
     assert sorted(deployment_name(n, template) for n in ("tiny-spec", "tiny-base")) == engines

@@ -299,9 +299,9 @@ def test_dashboards_and_rules_return_series_from_the_running_stack(
             control_url=control_url,
             internal_token=INTERNAL,
             gateway_id="stack-gw",
-            snapshot_poll_seconds=0.5,
-            telemetry_window_seconds=2,
-            telemetry_flush_seconds=0.5,
+            snapshot_poll_s=0.5,
+            telemetry_window_s=2,
+            telemetry_flush_s=0.5,
         )
         try:
             with serve_app(create_gateway_app(gateway_settings)) as gateway_url:

@@ -94,7 +94,7 @@ def run_gateway(
     if snapshot is not None:
         write_snapshot(path, snapshot)
     defaults: dict[str, Any] = {
-        "snapshot_poll_seconds": 0.05,
+        "snapshot_poll_s": 0.05,
         "gateway_id": "test-gateway",
         # Tests poll with keys the gateway does not know yet, all from 127.0.0.1: the
         # failure limit is tested on its own (tests/gateway/test_auth_failures.py).
@@ -115,9 +115,9 @@ def run_control_gateway(
     """A gateway on a control plane that polls every 0.2 s and flushes 1-s telemetry
     windows every 0.2 s, so a test sees routing changes and stored windows quickly."""
     fast: dict[str, Any] = {
-        "snapshot_poll_seconds": 0.2,
-        "telemetry_window_seconds": 1,
-        "telemetry_flush_seconds": 0.2,
+        "snapshot_poll_s": 0.2,
+        "telemetry_window_s": 1,
+        "telemetry_flush_s": 0.2,
     }
     with run_gateway(
         tmp_path,

@@ -88,7 +88,7 @@ def _wait_for_key(gw: GatewayServer, key: str, timeout_s: float) -> float:
 def test_gateway_follows_control_snapshot(tmp_path: Path, control_url: str) -> None:
     first_key = _new_tenant_key(control_url, "acme")
     with run_gateway(
-        tmp_path, None, control_url=control_url, internal_token=INTERNAL, snapshot_poll_seconds=0.2
+        tmp_path, None, control_url=control_url, internal_token=INTERNAL, snapshot_poll_s=0.2
     ) as gw:
         assert httpx.get(gw.base_url + "/readyz").status_code == 200
         _wait_for_key(gw, first_key, 5.0)
@@ -117,7 +117,7 @@ def test_control_change_notification_beats_the_poll_interval(tmp_path: Path) -> 
             None,
             control_url=url,
             internal_token=INTERNAL,
-            snapshot_poll_seconds=30.0,
+            snapshot_poll_s=30.0,
             redis_url=redis_url,
         ) as gw:
             time.sleep(0.5)  # let the subscription settle
@@ -152,7 +152,7 @@ def test_a_revoked_key_is_refused_within_the_propagation_bound(
         None,
         control_url=control_url,
         internal_token=INTERNAL,
-        snapshot_poll_seconds=poll_s,
+        snapshot_poll_s=poll_s,
     ) as gw:
         latencies = []
         for i in range(4):

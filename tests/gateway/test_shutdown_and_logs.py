@@ -1,5 +1,5 @@
 """`specroute gateway serve` as a process: SIGTERM lets in-flight streams finish
-within `shutdown_grace_seconds`, and `log_format=json` writes one JSON object per
+within `shutdown_grace_s`, and `log_format=json` writes one JSON object per
 line carrying the request id. A real gateway process streams from a real (fake,
 fixed-pace) upstream server over loopback."""
 
@@ -97,7 +97,7 @@ def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
     # 30 tokens 60 ms apart: the stream runs ~1.8 s, well inside a 20-s grace.
     with (
         serve_app(FakeUpstream(tokens=30, interval_s=0.06)) as upstream,  # type: ignore[arg-type]
-        gateway_process(tmp_path, upstream, SPECROUTE_GATEWAY_SHUTDOWN_GRACE_SECONDS="20") as (
+        gateway_process(tmp_path, upstream, SPECROUTE_GATEWAY_SHUTDOWN_GRACE_S="20") as (
             url,
             proc,
         ),
@@ -125,7 +125,7 @@ def test_a_stream_longer_than_the_grace_is_cut_at_the_deadline(tmp_path: Path) -
     # 100 tokens 100 ms apart (~10 s) against a 1-s grace.
     with (
         serve_app(FakeUpstream(tokens=100, interval_s=0.1)) as upstream,  # type: ignore[arg-type]
-        gateway_process(tmp_path, upstream, SPECROUTE_GATEWAY_SHUTDOWN_GRACE_SECONDS="1") as (
+        gateway_process(tmp_path, upstream, SPECROUTE_GATEWAY_SHUTDOWN_GRACE_S="1") as (
             url,
             proc,
         ),

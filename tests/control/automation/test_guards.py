@@ -231,7 +231,7 @@ def test_a_regression_is_judged_as_soon_as_its_telemetry_lands(
 def test_a_draft_outage_is_timed_from_the_last_heartbeat_not_from_the_sweep(
     committed_database: Database,
 ) -> None:
-    settings = ControlSettings(worker_stale_after_seconds=15.0)
+    settings = ControlSettings(worker_stale_after_s=15.0)
     start = datetime(2030, 1, 1, tzinfo=UTC)
     now = start
 

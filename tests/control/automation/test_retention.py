@@ -34,7 +34,7 @@ def _doc(request_id: str, age: timedelta) -> RequestRecordDoc:
 def test_the_retention_job_deletes_only_records_past_the_period(
     automation_app: AutomationCelery, committed_database: Database
 ) -> None:
-    days = automation_app.specroute_settings.request_record_retention_days
+    days = automation_app.specroute_settings.automation.request_record_retention_days
     assert days == 7.0  # the default
     ages = {
         "fresh": timedelta(minutes=1),
@@ -66,7 +66,7 @@ def test_purge_works_in_batches(committed_database: Database) -> None:
 
 
 def test_the_beat_schedules_retention_at_its_setting() -> None:
-    schedule = beat_schedule(ControlSettings(request_retention_interval_seconds=120.0))
+    schedule = beat_schedule(ControlSettings(request_retention_interval_s=120.0))
     entry = schedule["request-retention"]
     assert entry["task"] == "specroute.automation.purge_request_records"
     assert entry["schedule"] == timedelta(seconds=120.0)

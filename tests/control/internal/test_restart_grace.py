@@ -22,7 +22,7 @@ URL = "/internal/v1/snapshot"
 
 @pytest.fixture
 def control_settings(control_settings: ControlSettings) -> ControlSettings:
-    return control_settings.model_copy(update={"worker_restart_grace_seconds": 5.0})
+    return control_settings.model_copy(update={"worker_restart_grace_s": 5.0})
 
 
 def _healthy(client: TestClient, headers: dict[str, str]) -> dict[str, bool]:

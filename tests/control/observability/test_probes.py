@@ -116,7 +116,7 @@ def silent_server() -> Iterator[int]:
 def test_readiness_answers_within_its_timeout_when_the_database_hangs(tmp_path: Path) -> None:
     with silent_server() as port:
         url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/test"
-        with control_on(url, tmp_path, readiness_timeout_seconds=0.5) as base:
+        with control_on(url, tmp_path, readiness_timeout_s=0.5) as base:
             started = time.monotonic()
             response = httpx.get(f"{base}/readyz", timeout=10.0)
             took = time.monotonic() - started
