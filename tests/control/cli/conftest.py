@@ -1,14 +1,17 @@
-"""A real control plane over HTTP (uvicorn in a thread, SQLite) for the CLI tests."""
+"""A real control plane over HTTP (uvicorn in a thread, SQLite) for the CLI tests, and
+the `specroute admin` runner the tests drive it with."""
 
+import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from control.app import create_app
 from control.cli import app as root
@@ -53,3 +56,35 @@ def server(tmp_path: Path) -> Iterator[str]:
     finally:
         srv.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def cli(server: str) -> Callable[..., Result]:
+    """`specroute admin ARGS...` against `server`, with the admin token."""
+    runner = CliRunner(
+        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
+    )
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(root, ["admin", *args])
+
+    return invoke
+
+
+def ok(cli: Callable[..., Result], *args: str) -> str:
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def as_json(cli: Callable[..., Result], *args: str) -> Any:
+    return json.loads(ok(cli, *args, "-o", "json"))
+
+
+def refused(cli: Callable[..., Result], code: int, *args: str) -> str:
+    """The command fails with `code` and says why in one line, without a traceback."""
+    result = cli(*args)
+    assert result.exit_code == code, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    return result.output.strip()

@@ -9,45 +9,14 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from control.cli import app as root
 from specwire import PolicySnapshot
 from specwire.admin_client import AdminClient
-from tests.control.cli.conftest import TOKEN
+from tests.control.cli.conftest import TOKEN, as_json, ok, refused
 from tests.control.conftest import THRESHOLDS, write_model_dir
 
 INTERNAL = "cli-internal"  # the conftest server's internal token
-
-
-@pytest.fixture
-def cli(server: str) -> Callable[..., Result]:
-    runner = CliRunner(
-        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
-    )
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(root, ["admin", *args])
-
-    return invoke
-
-
-def ok(cli: Callable[..., Result], *args: str) -> str:
-    result = cli(*args)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def as_json(cli: Callable[..., Result], *args: str) -> Any:
-    return json.loads(ok(cli, *args, "-o", "json"))
-
-
-def refused(cli: Callable[..., Result], code: int, *args: str) -> str:
-    result = cli(*args)
-    assert result.exit_code == code, result.output
-    assert len(result.output.strip().splitlines()) == 1, result.output
-    assert "Traceback" not in result.output
-    return result.output.strip()
 
 
 @pytest.fixture

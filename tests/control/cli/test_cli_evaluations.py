@@ -9,29 +9,9 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import Result
-from typer.testing import CliRunner
 
-from control.cli import app as root
-from tests.control.cli.conftest import TOKEN
+from tests.control.cli.conftest import ok
 from tests.control.conftest import eval_cases, write_model_dir
-
-
-@pytest.fixture
-def cli(server: str) -> Callable[..., Result]:
-    runner = CliRunner(
-        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
-    )
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(root, ["admin", *args])
-
-    return invoke
-
-
-def ok(cli: Callable[..., Result], *args: str) -> str:
-    result = cli(*args)
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 def _result(key: str, outcome: str, accepted: list[int]) -> dict[str, Any]:

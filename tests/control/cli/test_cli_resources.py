@@ -9,52 +9,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from click.testing import Result
-from typer.testing import CliRunner
 
-from control.cli import app as root
 from control.cli.admin.watch import State
 from specwire.admin_client import AdminClient
 from specwire.snapshot import RolloutState
-from tests.control.cli.conftest import TOKEN
+from tests.control.cli.conftest import TOKEN, as_json, ok, refused
 from tests.control.conftest import THRESHOLDS, WAIVE_ALL, eval_cases, write_model_dir
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ")
-
-
-@pytest.fixture
-def cli(server: str) -> Callable[..., Result]:
-    runner = CliRunner(
-        env={"SPECROUTE_ADMIN_URL": server, "SPECROUTE_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
-    )
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(root, ["admin", *args])
-
-    return invoke
-
-
-def ok(cli: Callable[..., Result], *args: str) -> str:
-    result = cli(*args)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def as_json(cli: Callable[..., Result], *args: str) -> Any:
-    return json.loads(ok(cli, *args, "-o", "json"))
-
-
-def refused(cli: Callable[..., Result], code: int, *args: str) -> str:
-    """The command fails with `code` and says why in one line, without a traceback."""
-    result = cli(*args)
-    assert result.exit_code == code, result.output
-    assert len(result.output.strip().splitlines()) == 1, result.output
-    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
-    return result.output.strip()
 
 
 @pytest.fixture
