@@ -14,7 +14,7 @@ from specwire import QuotaWeights
 from specwire.admin_client import DEV_ADMIN_TOKEN as DEV_ADMIN_TOKEN
 from specwire.artifacts import default_model_roots
 from specwire.logs import LogFormat
-from specwire.settings import PlaneSettings, SettingsGroup
+from specwire.settings import AuthFailureLimits, PlaneSettings, SettingsGroup, TlsFiles
 
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
 
@@ -53,33 +53,10 @@ class DatabaseSettings(SettingsGroup):
     )
 
 
-class AuthFailureSettings(SettingsGroup):
-    """Rate limit on failed authentications, per source address."""
+class AuthFailureSettings(AuthFailureLimits):
+    """Rate limit on failed authentications on the admin and internal APIs, per address."""
 
     model_config = SettingsConfigDict(env_prefix="SPECROUTE_AUTH_FAILURE_", extra="ignore")
-
-    burst: int = Field(
-        default=20,
-        ge=1,
-        description=(
-            "Failed authentications one source address may make in a burst on the admin "
-            "and internal APIs; past it, its requests are 429 auth_rate_limited with "
-            "Retry-After until failures age out."
-        ),
-    )
-    refill_per_second: float = Field(
-        default=1.0,
-        gt=0,
-        description="Failed authentications per second an address regains (the steady rate).",
-    )
-    max_addresses: int = Field(
-        default=10_000,
-        ge=1,
-        description=(
-            "Source addresses the failure table tracks at once; past it, the least "
-            "recently failed address is forgotten (bounded memory)."
-        ),
-    )
 
 
 class ExposureSettings(SettingsGroup):
@@ -249,19 +226,10 @@ class CapacitySettings(SettingsGroup):
     )
 
 
-class TlsSettings(SettingsGroup):
+class TlsSettings(TlsFiles):
     """HTTPS served by `control serve` itself."""
 
     model_config = SettingsConfigDict(env_prefix="SPECROUTE_SSL_", extra="ignore")
-
-    certfile: Path | None = Field(
-        default=None,
-        description=(
-            "PEM certificate (chain) `control serve` serves HTTPS with; needs ssl_keyfile. "
-            "Unset: plain HTTP (TLS ends at a proxy or load balancer in front)."
-        ),
-    )
-    keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")
 
 
 class ControlSettings(PlaneSettings):

@@ -12,7 +12,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from specwire.logs import LogFormat
-from specwire.settings import PlaneSettings, SettingsGroup
+from specwire.settings import AuthFailureLimits, PlaneSettings, SettingsGroup, TlsFiles
 
 DEV_INTERNAL_TOKEN = "specroute-internal-dev"
 
@@ -146,33 +146,10 @@ class QuotaSettings(SettingsGroup):
     )
 
 
-class AuthFailureSettings(SettingsGroup):
+class AuthFailureSettings(AuthFailureLimits):
     """Rate limit on failed API-key authentications, per source address."""
 
     model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_AUTH_FAILURE_", extra="ignore")
-
-    burst: int = Field(
-        default=20,
-        ge=1,
-        description=(
-            "Failed API-key authentications one source address may make in a burst; past "
-            "it, its requests are 429 auth_rate_limited with Retry-After until failures "
-            "age out."
-        ),
-    )
-    refill_per_second: float = Field(
-        default=1.0,
-        gt=0,
-        description="Failed authentications per second an address regains (the steady rate).",
-    )
-    max_addresses: int = Field(
-        default=10_000,
-        ge=1,
-        description=(
-            "Source addresses the failure table tracks at once; past it, the least "
-            "recently failed address is forgotten (bounded memory)."
-        ),
-    )
 
 
 class ExposureSettings(SettingsGroup):
@@ -271,19 +248,10 @@ class ShadowSettings(SettingsGroup):
     )
 
 
-class TlsSettings(SettingsGroup):
+class TlsSettings(TlsFiles):
     """HTTPS served by the gateway itself."""
 
     model_config = SettingsConfigDict(env_prefix="SPECROUTE_GATEWAY_SSL_", extra="ignore")
-
-    certfile: Path | None = Field(
-        default=None,
-        description=(
-            "PEM certificate (chain) to serve HTTPS with; needs ssl_keyfile. Unset: plain "
-            "HTTP (TLS ends at a proxy or load balancer in front)."
-        ),
-    )
-    keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")
 
 
 class GatewaySettings(PlaneSettings):

@@ -17,9 +17,10 @@ work for one release, as variables and as keywords, with a DeprecationWarning.
 import os
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel
+from pydantic import Field
 from pydantic_settings import BaseSettings
 
 
@@ -37,16 +38,25 @@ def _env(name: str) -> str | None:
     return next((value for key, value in os.environ.items() if key.upper() == wanted), None)
 
 
-def _apply_renames(cls: type[BaseSettings], values: dict[str, Any]) -> dict[str, Any]:
-    """`values` with the old names of `cls.renamed` turned into the new ones, from the
-    keywords given and from the environment (a new name set either way wins)."""
-    prefix = str(cls.model_config.get("env_prefix", ""))
+def _renamed_keywords(cls: type[BaseSettings], values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with the old keywords of `cls.renamed` turned into the new ones (a
+    new keyword given too wins)."""
     renamed: Mapping[str, str] = getattr(cls, "renamed", {})
     for old, new in renamed.items():
         if old in values:
             _deprecated(old, new)
             value = values.pop(old)
             values.setdefault(new, value)
+    return values
+
+
+def _apply_renames(cls: type[BaseSettings], values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with the old names of `cls.renamed` turned into the new ones, from the
+    keywords given and from the environment (a new name set either way wins)."""
+    values = _renamed_keywords(cls, values)
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    renamed: Mapping[str, str] = getattr(cls, "renamed", {})
+    for old, new in renamed.items():
         old_value = _env(prefix + old)
         if old_value is not None and new not in values and _env(prefix + new) is None:
             _deprecated((prefix + old).upper(), (prefix + new).upper())
@@ -100,24 +110,27 @@ class PlaneSettings(BaseSettings):
         return names
 
     @classmethod
-    def _route(cls, values: dict[str, Any]) -> dict[str, Any]:
-        """Flat keywords into their groups; a group given or touched is built by its
-        class, so the variables of its other fields are still read."""
+    def _split(cls, values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Take the flat names of group fields out of `values`: group -> its changes."""
         flat = cls.flat_names()
         touched: dict[str, dict[str, Any]] = {}
         for key in [k for k in values if k in flat]:
             group, field = flat[key]
             touched.setdefault(group, {})[field] = values.pop(key)
+        return touched
+
+    @classmethod
+    def _route(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Flat keywords into their groups; a group given as a mapping or touched is
+        built by its class, so the variables of its other fields are still read."""
+        touched = cls._split(values)
         for group, group_cls in cls.groups().items():
             given = values.get(group)
-            if group not in touched and (given is None or isinstance(given, group_cls)):
-                continue
-            base = given.model_dump() if isinstance(given, BaseModel) else dict(given or {})
-            if isinstance(given, BaseModel):
-                # A built group: keep exactly its values, not the environment's.
-                values[group] = group_cls.model_validate(base | touched.get(group, {}))
-            else:
-                values[group] = group_cls(**(base | touched.get(group, {})))
+            if isinstance(given, SettingsGroup):
+                if group in touched:
+                    values[group] = _updated(given, touched[group])
+            elif given is not None or group in touched:
+                values[group] = group_cls(**(dict(given) if given else {}) | touched.get(group, {}))
         return values
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
@@ -125,20 +138,54 @@ class PlaneSettings(BaseSettings):
         group (validated there), the plane's own fields as pydantic copies them."""
         if not update:
             return super().model_copy(deep=deep)
-        flat = type(self).flat_names()
-        own: dict[str, Any] = {}
-        groups: dict[str, dict[str, Any]] = {}
-        for key, value in update.items():
-            if key in flat:
-                group, field = flat[key]
-                groups.setdefault(group, {})[field] = value
-            elif key in type(self).renamed:
-                _deprecated(key, type(self).renamed[key])
-                own[type(self).renamed[key]] = value
-            else:
-                own[key] = value
-        for group, values in groups.items():
-            current: SettingsGroup = getattr(self, group)
-            merged = _apply_renames(type(current), current.model_dump() | values)
-            own[group] = type(current).model_validate(merged)
+        own = _renamed_keywords(type(self), dict(update))
+        for group, changes in type(self)._split(own).items():
+            own[group] = _updated(getattr(self, group), changes)
         return super().model_copy(update=own, deep=deep)
+
+
+def _updated(group: SettingsGroup, changes: dict[str, Any]) -> SettingsGroup:
+    """A built group with `changes` (old names allowed) validated in; its other values
+    kept as they are, not read again from the environment."""
+    changes = _renamed_keywords(type(group), changes)
+    return type(group).model_validate(group.model_dump() | changes)
+
+
+class AuthFailureLimits(SettingsGroup):
+    """The rate limit on failed authentications per source address; each plane's
+    subclass sets the env prefix (both planes limit the same way)."""
+
+    burst: int = Field(
+        default=20,
+        ge=1,
+        description=(
+            "Failed authentications one source address may make in a burst; past it, its "
+            "requests are 429 auth_rate_limited with Retry-After until failures age out."
+        ),
+    )
+    refill_per_second: float = Field(
+        default=1.0,
+        gt=0,
+        description="Failed authentications per second an address regains (the steady rate).",
+    )
+    max_addresses: int = Field(
+        default=10_000,
+        ge=1,
+        description=(
+            "Source addresses the failure table tracks at once; past it, the least "
+            "recently failed address is forgotten (bounded memory)."
+        ),
+    )
+
+
+class TlsFiles(SettingsGroup):
+    """HTTPS served by the process itself; each plane's subclass sets the env prefix."""
+
+    certfile: Path | None = Field(
+        default=None,
+        description=(
+            "PEM certificate (chain) to serve HTTPS with; needs ssl_keyfile. Unset: plain "
+            "HTTP (TLS ends at a proxy or load balancer in front)."
+        ),
+    )
+    keyfile: Path | None = Field(default=None, description="PEM private key of ssl_certfile.")

@@ -66,6 +66,14 @@ def test_old_second_names_still_work_with_a_deprecation_warning(
         assert GatewaySettings(shutdown_grace_seconds=3).shutdown_grace_s == 3
     with pytest.warns(DeprecationWarning, match="monitor_lookback_seconds"):
         assert ControlSettings(monitor_lookback_seconds=60).automation.monitor_lookback_s == 60
+    # An old keyword reaches a group already built, in a copy or beside it.
+    with pytest.warns(DeprecationWarning, match="window_seconds"):
+        copied = GatewaySettings().model_copy(update={"telemetry_window_seconds": 3})
+    assert copied.telemetry.window_s == 3
+    built = GatewaySettings().telemetry
+    with pytest.warns(DeprecationWarning, match="window_seconds"):
+        given = GatewaySettings(telemetry=built, telemetry_window_seconds=4)
+    assert given.telemetry.window_s == 4 and given.telemetry.flush_s == built.flush_s
     # The new name wins where both are set.
     monkeypatch.setenv("SPECROUTE_GATEWAY_TELEMETRY_FLUSH_S", "2")
     assert GatewaySettings().telemetry.flush_s == 2.0
