@@ -8,8 +8,9 @@ import os
 from pathlib import Path
 
 from specwire import PairVersionSpec, PoolSpec
+from specwire.artifacts import BUNDLED_PAIR_DIR
 
-TINY_PAIR_DIR = Path(__file__).resolve().parents[1] / "tiny_pair"
+TINY_PAIR_DIR = BUNDLED_PAIR_DIR
 TINY_MODEL_NAME = "tiny"
 
 # NOTE: small context and batch keep a CPU engine's start-up and memory low;
