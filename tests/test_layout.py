@@ -1,6 +1,7 @@
 """The tests show where each room is: a folder under tests/<plane>/ names a
 package or module of that plane, so a test is found next to what it tests."""
 
+import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,3 +53,44 @@ def test_each_domain_with_routes_keeps_their_tests_in_its_folder() -> None:
             missing.append(where)
     assert missing == []
     assert len(list((ROOT / "control").glob("*/endpoints.py"))) >= 10
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module an import in `path` names, relative ones made absolute; for
+    `from a import b` both `a` and `a.b` (b may be a module)."""
+    package = list(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _is_test_module(module: str) -> bool:
+    parts = module.split(".")
+    return (
+        parts[0] == "tests"
+        and parts[-1].startswith("test_")
+        and ROOT.joinpath(*parts).with_suffix(".py").is_file()
+    )
+
+
+def test_no_test_imports_from_a_test_module() -> None:
+    # Shared helpers live in helper modules or conftest fixtures; a test_*.py
+    # module holds tests, and another test that imports it breaks when it moves.
+    wrong = sorted(
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in (ROOT / "tests").rglob("*.py")
+        for module in _imported_modules(path)
+        if _is_test_module(module)
+    )
+    assert wrong == []
+    # The walk sees the imports it judges.
+    here = _imported_modules(ROOT / "tests/control/requests/test_endpoints.py")
+    assert "tests.control.requests.records.record" in here
+    assert _is_test_module("tests.control.requests.test_endpoints")

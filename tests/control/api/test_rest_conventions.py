@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.control.conftest import WAIVE_ALL
-from tests.control.requests.test_endpoints import batch, post, record
+from tests.control.requests.records import batch, post, record
 
 
 def _pool(client: TestClient, headers: dict[str, str], name: str) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def test_eval_sets_add_case_turns_a_request_into_a_case_with_the_stores_digest(
     cli: Callable[..., Result], server: str, tmp_path: Path
 ) -> None:
     from specwire.prompts import prompt_digest
-    from tests.control.requests.test_endpoints import batch, record
+    from tests.control.requests.records import batch, record
 
     stored = httpx.post(
         server + "/internal/v1/telemetry",

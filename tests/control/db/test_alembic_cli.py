@@ -15,9 +15,9 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from control.migrate import current_revision, upgrade
-from tests.control.db.test_migrations import (
-    _diff,
+from tests.control.db.migration_checks import (
     assert_enrolments_bound,
+    schema_diff,
     seed_pools_and_agent_tokens,
 )
 from tests.fixtures.db import _create_postgres_database, _drop_postgres_database
@@ -93,7 +93,7 @@ def test_offline_sql_builds_the_models_schema_on_postgresql(postgres_url: str) -
     assert script.stdout.startswith("BEGIN;") and "CREATE TABLE rollouts" in script.stdout
     run_script(postgres_url, script.stdout)
     assert current_revision(postgres_url) == HEAD
-    assert _diff(postgres_url) == []
+    assert schema_diff(postgres_url) == []
 
 
 def test_offline_pool_uid_step_binds_enrolments_in_sql(postgres_url: str) -> None:

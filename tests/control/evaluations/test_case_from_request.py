@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from control.models import AuditEvent
 from tests.control.conftest import created, eval_cases
-from tests.control.requests.test_endpoints import batch, record
+from tests.control.requests.records import batch, record
 
 DIGEST = "ab" * 32
 

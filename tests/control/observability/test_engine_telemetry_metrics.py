@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.control.observability.test_metrics import scrape
+from tests.control.observability.scrape import scrape
 from tests.fixtures.db import AgentHeaders
 
 

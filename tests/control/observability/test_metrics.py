@@ -9,18 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.metrics import GatewayMetrics
 from tests.control.conftest import WAIVE_ALL
+from tests.control.observability.scrape import scrape
 from tests.fixtures.db import AgentHeaders
-
-
-def scrape(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    response = client.get("/metrics")
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain")
-    samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for s in family.samples:
-            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return samples
 
 
 def test_metrics_follow_rollout_flips_and_heartbeats(

@@ -7,8 +7,8 @@ from fastapi.testclient import TestClient
 
 from control.requests.acceptance import aggregate
 from specwire.requests import NOT_ROUTED
-from tests.control.observability.test_metrics import scrape
-from tests.control.requests.test_endpoints import T0, batch, post, record
+from tests.control.observability.scrape import scrape
+from tests.control.requests.records import T0, batch, post, record
 
 URL = "/admin/v1/adapters/acceptance"
 
