@@ -1,6 +1,7 @@
 """`specroute control migrate` and `specroute admin ...` against a real server over HTTP."""
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 from control.cli import app as root
 from tests.control.cli.conftest import TOKEN
 from tests.control.conftest import THRESHOLDS, eval_cases, write_model_dir
+from tests.control.requests.records import batch, record
 
 
 def test_admin_cli_registers_a_pair_and_drives_a_rollout(server: str, tmp_path: Path) -> None:
@@ -214,49 +216,26 @@ def test_admin_cli_reports_auth_and_connection_errors(server: str) -> None:
 
 
 def test_admin_cli_tells_one_requests_story_and_lists_them(server: str) -> None:
-    record = {
-        "request_id": "req-cli-1",
-        "received_at": "2026-12-01T03:00:00Z",
-        "tenant_id": 1,
-        "tenant": "acme",
-        "endpoint": "chat",
-        "stream": True,
-        "model": "tiny",
-        "adapter": "tiny-sql",
-        "segment_id": 2,
-        "segment": "code",
-        "rollout_id": 5,
-        "rollout_version": 3,
-        "pair_version_id": 7,
-        "pair": "tiny-v1",
-        "arm": "spec",
-        "reason": "cohort_spec",
-        "pool_id": 1,
-        "worker_id": "w-1",
-        "engine_version": "0.32.0",
-        "sampling": {"temperature": 0.7, "seed_present": True, "stop_count": 1},
-        "prompt_tokens": 12,
-        "completion_tokens": 30,
-        "drafts": 10,
-        "drafted_tokens": 30,
-        "accepted_tokens": 18,
-        "accepted_per_position": [8, 6, 4],
-        "ttft_ms": 40.0,
-        "tpot_ms": 6.5,
-        "e2e_ms": 228.5,
-        "outcome": "error",
-        "http_status": 502,
-        "error_code": "stream_broken",
-    }
-    batch = {
-        "gateway_id": "gw-cli",
-        "window_start": "2026-12-01T03:00:00Z",
-        "windows": [],
-        "requests": [record],
-    }
+    start = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
+    stored = record(
+        "req-cli-1",
+        received_at=start.isoformat(),
+        tenant_id=1,
+        stream=True,
+        adapter="tiny-sql",
+        segment_id=2,
+        rollout_id=5,
+        rollout_version=3,
+        pair="tiny-v1",
+        worker_id="w-1",
+        sampling={"temperature": 0.7, "seed_present": True, "stop_count": 1},
+        outcome="error",
+        http_status=502,
+        error_code="stream_broken",
+    )
     posted = httpx.post(
         server + "/internal/v1/telemetry",
-        json=batch,
+        json=batch([stored], start=start, gateway="gw-cli"),
         headers={"Authorization": "Bearer cli-internal"},
     )
     assert posted.status_code == 200 and posted.json()["requests_stored"] == 1, posted.text
