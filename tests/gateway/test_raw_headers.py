@@ -5,29 +5,14 @@ dropped connection."""
 
 import json
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from engine.fake import FakeUpstream
-from tests.gateway.policy import TENANT_KEY, make_snapshot
-from tests.gateway.server import run_gateway, serve_app
-from tests.hostile.raw_headers import (
-    HOSTILE_VALUES,
-    gateway_cases,
-    is_http_layer_400,
-    run_cases,
-)
+from tests.hostile.raw_headers import HOSTILE_VALUES, gateway_answers, is_http_layer_400
 
 CONTROL_BYTES = (b"a\x00b", b"a\x7fb", b"a\x01b")
 
 
 def test_non_ascii_header_values_get_a_typed_4xx_or_a_clean_400(tmp_path: Path) -> None:
-    cases = gateway_cases(TENANT_KEY)
-    with serve_app(FakeUpstream(2, 0.001, model="tiny")) as engine:  # type: ignore[arg-type]
-        snapshot = make_snapshot(spec_urls=[engine], baseline_urls=[engine])
-        with run_gateway(tmp_path, snapshot) as gw:
-            port = urlsplit(gw.base_url).port
-            assert port is not None
-            answers = run_cases(port, cases)
+    answers = gateway_answers(tmp_path)
     assert len(answers) == 3 * 8 * len(HOSTILE_VALUES)
     for case, answer in answers:
         assert 200 <= answer.status < 500, case.what

@@ -151,39 +151,10 @@ def gateway_tally(rounds: int) -> Tally:
 def raw_header_tally(work: Path) -> Tally:
     """Non-ASCII and control-byte header values on raw sockets, to a real gateway and a
     real control plane under uvicorn. A 5xx or a dropped connection is a defect."""
-    from urllib.parse import urlsplit
-
-    from control.app import create_app
-    from control.migrate import upgrade
-    from control.settings import ControlSettings
-    from engine.fake import FakeUpstream
-    from tests.gateway.policy import TENANT_KEY, make_snapshot
-    from tests.gateway.server import run_gateway, serve_app
-    from tests.hostile.raw_headers import control_cases, gateway_cases, run_cases
+    from tests.hostile.raw_headers import control_answers, gateway_answers
 
     tally = Tally()
-    url = f"sqlite:///{work / 'raw-headers.db'}"
-    upgrade(url)
-    settings = ControlSettings(
-        data_dir=work,
-        database_url=url,
-        admin_token="raw-admin",
-        internal_token="raw-int",
-        # Bad Authorization values on purpose, from one address: no failure limit.
-        auth_failure_burst=1_000_000,
-    )
-    with serve_app(create_app(settings)) as base:
-        created = httpx.post(
-            f"{base}/admin/v1/tenants",
-            json={"name": "raw"},
-            headers={"Authorization": "Bearer raw-admin"},
-        )
-        port = urlsplit(base).port or 0
-        answers = run_cases(port, control_cases("raw-admin", "raw-int", created.json()["id"]))
-    with serve_app(FakeUpstream(2, 0.001, model="tiny")) as engine:  # type: ignore[arg-type]
-        snapshot = make_snapshot(spec_urls=[engine], baseline_urls=[engine])
-        with run_gateway(work / "raw-gw", snapshot) as gw:
-            answers += run_cases(urlsplit(gw.base_url).port or 0, gateway_cases(TENANT_KEY))
+    answers = control_answers(work) + gateway_answers(work / "raw-gw")
     for case, answer in answers:
         tally.statuses[answer.status] += 1
         if answer.status >= 500 or answer.status == 0:

@@ -4,10 +4,23 @@ UTF-8, Latin-1, control characters), written on a raw socket.
 httpx refuses to encode such values, so the fuzz in tests/hostile could not send 226
 of its cases; a real peer can send any bytes. Each case is one request on its own
 connection; the answer is read up to its status line (and body, for the tests).
+`control_answers` and `gateway_answers` send the cases to a real control plane and a
+real gateway, for the tests and for `python -m tests.hostile`.
 """
 
 import socket
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from control.app import create_app
+from control.migrate import upgrade
+from control.settings import ControlSettings
+from engine.fake import FakeUpstream
+from tests.gateway.policy import TENANT_KEY, make_snapshot
+from tests.gateway.server import run_gateway, serve_app
 
 # Values a header may hold on the wire but that are not ASCII text, or not text.
 HOSTILE_VALUES: tuple[bytes, ...] = (
@@ -142,3 +155,41 @@ def is_http_layer_400(answer: RawAnswer) -> bool:
 
 def run_cases(port: int, cases: list[RawCase]) -> list[tuple[RawCase, RawAnswer]]:
     return [(c, send_raw(port, c.method, c.path, c.headers, c.body)) for c in cases]
+
+
+def _port(base_url: str) -> int:
+    port = urlsplit(base_url).port
+    assert port is not None, base_url
+    return port
+
+
+def control_answers(work: Path) -> list[tuple[RawCase, RawAnswer]]:
+    """`control_cases` against a real control plane under uvicorn, its SQLite database
+    in `work`, with a tenant made for the routes that need one."""
+    url = f"sqlite:///{work / 'raw-headers.db'}"
+    upgrade(url)
+    settings = ControlSettings(
+        data_dir=work,
+        database_url=url,
+        admin_token="raw-admin",
+        internal_token="raw-int",
+        # Bad Authorization values on purpose, from one address: no failure limit.
+        auth_failure_burst=1_000_000,
+    )
+    with serve_app(create_app(settings)) as base:
+        created = httpx.post(
+            f"{base}/admin/v1/tenants",
+            json={"name": "raw"},
+            headers={"Authorization": "Bearer raw-admin"},
+        )
+        assert created.status_code == 201, created.text
+        cases = control_cases("raw-admin", "raw-int", created.json()["id"])
+        return run_cases(_port(base), cases)
+
+
+def gateway_answers(work: Path) -> list[tuple[RawCase, RawAnswer]]:
+    """`gateway_cases` against a real gateway (its files in `work`) over a fake engine."""
+    with serve_app(FakeUpstream(2, 0.001, model="tiny")) as engine:  # type: ignore[arg-type]
+        snapshot = make_snapshot(spec_urls=[engine], baseline_urls=[engine])
+        with run_gateway(work, snapshot) as gw:
+            return run_cases(_port(gw.base_url), gateway_cases(TENANT_KEY))

@@ -5,40 +5,14 @@ parse; never a 5xx or a dropped connection."""
 
 import json
 from pathlib import Path
-from urllib.parse import urlsplit
 
-import httpx
-
-from control.app import create_app
-from control.migrate import upgrade
-from control.settings import ControlSettings
-from tests.gateway.server import serve_app
-from tests.hostile.raw_headers import control_cases, is_http_layer_400, run_cases
+from tests.hostile.raw_headers import control_answers, is_http_layer_400
 
 CONTROL_BYTES = (b"a\x00b", b"a\x7fb", b"a\x01b")
 
 
 def test_non_ascii_header_values_get_a_typed_4xx_or_a_clean_400(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'control.db'}"
-    upgrade(url)
-    settings = ControlSettings(
-        data_dir=tmp_path,
-        database_url=url,
-        admin_token="raw-admin",
-        internal_token="raw-int",
-        # Bad Authorization values on purpose, from one address: no failure limit.
-        auth_failure_burst=1_000_000,
-    )
-    with serve_app(create_app(settings)) as base:
-        created = httpx.post(
-            f"{base}/admin/v1/tenants",
-            json={"name": "raw"},
-            headers={"Authorization": "Bearer raw-admin"},
-        )
-        assert created.status_code == 201, created.text
-        port = urlsplit(base).port
-        assert port is not None
-        answers = run_cases(port, control_cases("raw-admin", "raw-int", created.json()["id"]))
+    answers = control_answers(tmp_path)
     statuses = {answer.status for _, answer in answers}
     assert 401 in statuses and 200 in statuses
     for case, answer in answers:
