@@ -226,6 +226,20 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
         [("segment_arm:specroute_error_ratio:rate5m", "{{segment}} {{arm}}")],
         "Errors / finished requests (5 m rate).",
     ),
+    (
+        "Depth ladder: current rung k",
+        "short",
+        [("max by (segment) (specroute_gateway_depth_rung_k)", "{{segment}}")],
+        "The depth k a segment's depth ladder sends spec requests to now; each gateway "
+        "process keeps its own ladder state, the panel shows the highest.",
+    ),
+    (
+        "Depth ladder switches per minute by reason",
+        "short",
+        [("60 * segment_reason:specroute_depth_switches:rate5m", "{{segment}} {{reason}}")],
+        "Switches of a segment's depth ladder to another rung, by reason (load, no_worker, "
+        "acceptance_reset): the 5 m rate, per minute.",
+    ),
 ]
 
 

@@ -143,8 +143,8 @@ CATALOG: dict[str, Entry] = {
         "depth; reason label: load, no_worker, acceptance_reset)",
         "—",
         "switches",
-        "cumulative; increase over 1h",
-        "sum by (segment, reason) (increase(specroute_gateway_depth_switches_total[1h]))",
+        "cumulative; rate over 5m",
+        "segment_reason:specroute_depth_switches:rate5m",
     ),
     "specroute_gateway_depth_rung_k": Entry(
         "the depth k of the rung a segment's depth ladder routes spec requests to",
@@ -676,6 +676,22 @@ DERIVED: dict[str, tuple[str, Entry, str, str]] = {
         ),
         "the baseline arm; buckets with no drafted token in the window (no series)",
         "gateway maintainers (values: the pair version's owners)",
+    ),
+    "segment_reason:specroute_depth_switches:rate5m": (
+        "Depth by load: how often a segment's depth ladder switches rung, by reason "
+        "(load, no_worker, acceptance_reset), the new rungs' k summed. The dashboard "
+        "panel shows it per minute (x 60) next to the rung's k "
+        "(specroute_gateway_depth_rung_k).",
+        Entry(
+            "rate of specroute_gateway_depth_switches_total",
+            "—",
+            "switches per second",
+            "5 m rates of gateway counters",
+            "60 * segment_reason:specroute_depth_switches:rate5m",
+        ),
+        "as specroute_gateway_depth_switches_total; a segment whose ladder has never "
+        "switched in this process (no series)",
+        "gateway maintainers",
     ),
 }
 

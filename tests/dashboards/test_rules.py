@@ -26,7 +26,7 @@ def test_rules_are_valid() -> None:
         check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 42 rules found" in out.stdout
+    assert "SUCCESS: 43 rules found" in out.stdout
 
 
 def test_rule_unit_tests_pass() -> None:
@@ -44,7 +44,7 @@ def test_rule_unit_tests_pass() -> None:
 def test_committed_dashboard_is_current() -> None:
     committed = json.loads(OUTPUT.read_text())
     assert committed == build(), "run `python dashboards/generate.py`"
-    assert len(expressions(committed)) == 31
+    assert len(expressions(committed)) == 33
     titles = {p["title"] for p in committed["panels"]}
     assert "TPOT p95 / p99: spec vs baseline" in titles
     assert "Queue depth per pool" in titles
@@ -56,6 +56,9 @@ def test_committed_dashboard_is_current() -> None:
     assert "KV blocks per running sequence" in titles
     assert "Decode time per sequence step (draft + verification)" in titles
     assert "Energy source per worker" in titles
+    # The depth ladder of issue #25 item 2.
+    assert "Depth ladder: current rung k" in titles
+    assert "Depth ladder switches per minute by reason" in titles
 
 
 def test_every_alert_links_a_runbook_that_exists() -> None:
@@ -104,5 +107,5 @@ def test_runbook_links_are_made_absolute_from_the_base_url(tmp_path: Path) -> No
     check = subprocess.run(
         [promtool(), "check", "rules", str(out_file)], capture_output=True, text=True, check=False
     )
-    assert check.returncode == 0 and "SUCCESS: 42 rules found" in check.stdout, check.stdout
+    assert check.returncode == 0 and "SUCCESS: 43 rules found" in check.stdout, check.stdout
     assert yaml.safe_load(rules.render(None)) == source

@@ -2,8 +2,9 @@
 
 Control (SQLite, real migrations) and the gateway run for real on loopback, in
 front of the session's real vLLM servers, with real engine agents heartbeating.
-Traffic comes through the `openai` client: both arms of a rollout, a quota
-refusal and an upstream failure, so every series the dashboards read exists.
+Traffic comes through the `openai` client: both arms of a rollout (its depth ladder
+switching twice), a quota refusal and an upstream failure, so every series the
+dashboards read exists.
 A real Prometheus (Debian's package) scrapes both /metrics endpoints and
 evaluates dashboards/rules.yml; each expression must parse and return series.
 The same traffic must also land in control's telemetry tables via the gateway's
@@ -55,6 +56,22 @@ class Admin:
         doc: dict[str, Any] = response.json()
         return doc
 
+    def set_depth_ladder(self, rollout_id: int, ladder: dict[str, Any]) -> dict[str, Any]:
+        etag = self.http.get(f"/rollouts/{rollout_id}").headers["etag"]
+        response = self.http.patch(
+            f"/rollouts/{rollout_id}", json={"depth_ladder": ladder}, headers={"If-Match": etag}
+        )
+        assert response.status_code == 200, response.text
+        doc: dict[str, Any] = response.json()
+        return doc
+
+
+def depth_ladder(deep_pool: dict[str, Any], own_pool: dict[str, Any], bound: float) -> Any:
+    """k = 5 while the load is below `bound` (always, here), else the rollout's own k = 3.
+    A new bound is a new ladder: the gateway starts it on the default rung again, and
+    the next request switches back to k = 5."""
+    return {"rungs": [{"pool_id": deep_pool["id"], "max_load": bound}, {"pool_id": own_pool["id"]}]}
+
 
 def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str, Any]:
     pair_dir = tiny_pair_dir()
@@ -75,6 +92,27 @@ def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str
             "served_model_name": spec.model,
             "target_ref": str(pair_dir / "target"),
             "pair_version_id": version["id"],
+        },
+    )
+    # The depth ladder's deeper rung: a sibling version with k = 5 on a pool whose worker
+    # is the same speculating server (which runs k = 3: the ladder's choice is what the
+    # metrics show, not what the engine does).
+    deep_version = admin.post(
+        f"/pairs/{pair['id']}/versions",
+        {
+            "method": "draft_model",
+            "target_ref": str(pair_dir / "target"),
+            "draft_ref": str(pair_dir / "draft"),
+            "num_speculative_tokens": 5,
+        },
+    )
+    deep_pool = admin.post(
+        "/pools",
+        {
+            "name": "tiny-spec-k5",
+            "served_model_name": spec.model,
+            "target_ref": str(pair_dir / "target"),
+            "pair_version_id": deep_version["id"],
         },
     )
     base_pool = admin.post(
@@ -125,6 +163,7 @@ def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str
         f"/rollouts/{rollout['id']}/start",
         {"waive": ["offline_evaluation", "shadow"], "reason": "metrics test: canary"},
     )
+    admin.set_depth_ladder(rollout["id"], depth_ladder(deep_pool, spec_pool, 1000.0))
     tenant = admin.post("/tenants", {"name": "apps"})
     key = admin.post(f"/tenants/{tenant['id']}/keys", {"name": "k"})["key"]
     stingy = admin.post("/tenants", {"name": "stingy", "weighted_tokens_per_minute": 1})
@@ -135,10 +174,11 @@ def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str
             f"/pools/{pool['id']}/agent-tokens",
             {"name": f"agent-{pool['name']}", "allowed_endpoints": ["http://127.0.0.1"]},
         )["token"]
-        for pool in (spec_pool, base_pool, broken_pool)
+        for pool in (spec_pool, deep_pool, base_pool, broken_pool)
     }
     return {
         "spec_pool": spec_pool,
+        "deep_pool": deep_pool,
         "base_pool": base_pool,
         "broken_pool": broken_pool,
         "rollout": rollout,
@@ -154,6 +194,7 @@ def start_agents(
     agents = []
     for worker_id, pool, server in (
         ("spec-0", world["spec_pool"], spec),
+        ("spec-k5-0", world["deep_pool"], spec),
         ("base-0", world["base_pool"], baseline),
     ):
         probe = WorkerProbe(
@@ -320,6 +361,11 @@ def test_dashboards_and_rules_return_series_from_the_running_stack(
                     time.sleep(0.5)
                 time.sleep(3)
                 drive_traffic(gateway_url, world, vllm_spec_server.model, 0)
+                # A second switch to k = 5, once the counter's series exists: a rate > 0.
+                Admin(control_url).set_depth_ladder(
+                    world["rollout"]["id"],
+                    depth_ladder(world["deep_pool"], world["spec_pool"], 999.0),
+                )
                 time.sleep(3)
                 drive_traffic(gateway_url, world, vllm_spec_server.model, 1)
                 time.sleep(6)
@@ -362,6 +408,21 @@ def test_dashboards_and_rules_return_series_from_the_running_stack(
                 assert sum(shares.values()) == pytest.approx(1.0, abs=1e-6)
                 acceptance = query(prom_url, "segment:specroute_mean_acceptance_length:rate5m")
                 assert all(1.0 <= float(s["value"][1]) <= 4.0 for s in acceptance)
+                # The depth ladder: each ladder's first request switched to k = 5 for load,
+                # once per ladder (two ladders), and the rung is k = 5 now.
+                switches = query(prom_url, 'specroute_gateway_depth_switches_total{segment="code"}')
+                assert [
+                    (s["metric"]["k"], s["metric"]["reason"], s["value"][1]) for s in switches
+                ] == [("5", "load", "2")]
+                rate = query(
+                    prom_url, 'segment_reason:specroute_depth_switches:rate5m{segment="code"}'
+                )
+                assert [s["metric"]["reason"] for s in rate] == ["load"]
+                assert float(rate[0]["value"][1]) > 0
+                rung = query(
+                    prom_url, 'max by (segment) (specroute_gateway_depth_rung_k{segment="code"})'
+                )
+                assert [float(s["value"][1]) for s in rung] == [5.0]
         finally:
             for agent in agents:
                 agent.stop()
