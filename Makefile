@@ -59,7 +59,7 @@ lint: install
 	$(VENV)/bin/hadolint deploy/images/*Containerfile
 
 typecheck: install
-	$(VENV)/bin/mypy specwire gateway control engine bench demo docs dashboards deploy
+	$(VENV)/bin/mypy specwire gateway control engine bench demo docs dashboards deploy tests/hostile
 
 pytest: install services tools
 	$(VENV)/bin/pytest -q -ra --durations=25 $(PYTEST_ARGS)
