@@ -174,11 +174,19 @@ def update_rollout(
 
 
 # The fields of sibling pair versions that must be equal on a depth ladder: everything
-# but the depth (and the version's own id, label and number).
+# but the depth (and the version's own id, label and number). NOTE: the pair and the
+# weights by digest, not only by path: a rung on another pair, or on a draft or target
+# rewritten under the same path, would make the rollout's guards (which see all rungs'
+# requests under the rollout's pair version) judge another model pair.
 LADDER_SAME = (
+    "pair_id",
     "method",
     "target_ref",
+    "target_digest",
     "draft_ref",
+    "draft_digest",
+    "tokenizer_hash",
+    "chat_template_hash",
     "draft_sample_method",
     "adapter_id",
     "engine_version",
@@ -204,9 +212,14 @@ def _depth_ladder(session: Session, rollout: Rollout, body: DepthLadderIn) -> di
         if pool.served_model_name != spec.served_model_name or pool.target_ref != spec.target_ref:
             differs.insert(0, "served_model_name/target_ref")
         if differs:
+            other_pair = (
+                f" of pair {version.pair.name!r}, not {own.pair.name!r}"
+                if version.pair_id != own.pair_id
+                else ""
+            )
             raise LadderInvalid(
-                f"pool {pool.name!r} serves pair version {version.id}, which differs from the "
-                f"rollout's pair version {own.id} in more than k: {', '.join(differs)}",
+                f"pool {pool.name!r} serves pair version {version.id}{other_pair}, which differs "
+                f"from the rollout's pair version {own.id} in more than k: {', '.join(differs)}",
                 details={"param": param, "fields": differs},
             )
         if version.status != "active":
