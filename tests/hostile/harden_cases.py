@@ -4,12 +4,12 @@ over the size limit (declared, sent, and chunked on a raw socket), and an agent
 token reused after its pool was deleted. Each has the status it must get; a 2xx
 where a refusal is due counts as a wrong 2xx."""
 
-import socket
 from typing import Any
 
 from specwire.artifacts import BUNDLED_PAIR_DIR
 from tests.hostile.control_cases import Case
 from tests.hostile.control_run import HttpClient, Tally, send_case
+from tests.hostile.raw_bodies import chunk, exchange, post_head
 
 # The probe's 16 values: 11 that reached build_server_command, 5 launcher flags.
 HOSTILE_ENGINE_ARGS: tuple[tuple[str, Any, str], ...] = (
@@ -143,29 +143,14 @@ def _delete_pool(client: HttpClient, pool: int, auth: dict[str, str]) -> None:
     assert deleted.status_code == 204, deleted.text
 
 
-def _exchange(port: int, head: bytes, body: bytes) -> int:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(head + b"\r\n" + body)
-        received = sock.recv(65536)
-    return int(received.split(b" ", 2)[1]) if received else 0
-
-
 def raw_body_cases(port: int, admin: str, tally: Tally) -> None:
     """On a real server: huge bodies announced and never sent, chunked bodies never
     finished. Each must be answered (401 or 413) without the rest of the body."""
 
     def head(token: str | None, length: int | None) -> bytes:
-        lines = [b"POST /admin/v1/tenants HTTP/1.1", b"Host: control"]
-        if token is not None:
-            lines.append(f"Authorization: Bearer {token}".encode())
-        lines.append(
-            f"Content-Length: {length}".encode()
-            if length is not None
-            else b"Transfer-Encoding: chunked"
-        )
-        return b"\r\n".join(lines) + b"\r\n"
+        return post_head("/admin/v1/tenants", token=token, length=length)
 
-    chunks = b"".join(f"{65536:x}\r\n".encode() + b" " * 65536 + b"\r\n" for _ in range(20))
+    chunks = b"".join(chunk(b" " * 65536) for _ in range(20))
     for what, request, body, expected in (
         ("200 MB announced, no token", head(None, 200_000_000), b"", 401),
         ("200 MB announced, wrong token", head("sr-admin-wrong", 200_000_000), b"", 401),
@@ -174,7 +159,9 @@ def raw_body_cases(port: int, admin: str, tally: Tally) -> None:
         ("chunked 1.25 MiB unfinished, admin", head(admin, None), chunks, 413),
     ):
         for _ in range(10):
-            tally.add(_exchange(port, request, body), f"raw: {what}", expected=expected)
+            tally.add(
+                exchange(port, request, body, timeout_s=10)[0], f"raw: {what}", expected=expected
+            )
 
 
 def id_oracle_cases(
