@@ -19,7 +19,7 @@ from control.models import Base
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = ScriptDirectory.from_config(Config(str(ROOT / "alembic.ini"))).get_current_head()
-USER_PACKAGES = {"specwire", "gateway", "control", "engine", "dashboards"}
+USER_PACKAGES = {"specwire", "gateway", "control", "engine"}
 
 
 @pytest.fixture(scope="module")
