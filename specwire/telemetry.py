@@ -11,6 +11,9 @@ Besides the arm-wide histograms, a window keeps its latency histograms per
 serving (from this gateway) when the request was dispatched. Speculation can
 win on an idle worker and lose on a busy one, so the automation compares the
 arms only within the same load bucket.
+It also keeps the drafted and accepted tokens per *response-position bucket*:
+where in the response (0-based token index) each verify step began, so
+acceptance early and late in long answers can be told apart.
 """
 
 import math
@@ -34,6 +37,14 @@ LATENCY_BUCKETS_MS: tuple[float, ...] = tuple(round(10 ** (k / 10), 4) for k in 
 # dispatch): bucket i holds loads in [edge[i], edge[i + 1]); the last is open.
 # Exact at low load, about 1.5x wide above, where one request more matters less.
 LOAD_BUCKET_EDGES: tuple[int, ...] = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+
+# Lower edges of the response-position buckets (0-based token index in the response
+# where a verify step began); POSITION_LABELS names them. UNKNOWN holds the tokens
+# whose position is not known: requests answered without per-step arrays.
+POSITION_EDGES: tuple[int, ...] = (0, 16, 64, 256)
+POSITION_LABELS: tuple[str, ...] = ("0-15", "16-63", "64-255", "256+")
+UNKNOWN = "unknown"
+POSITION_BUCKETS: tuple[str, ...] = (*POSITION_LABELS, UNKNOWN)
 
 # NOTE: a latency of 0 ms (a clock step) has no logarithm; it counts as 1 us.
 _MIN_LOG_MS = 1e-3
@@ -125,6 +136,15 @@ class RequestAcceptance(BaseModel):
     judged_sq: int = Field(default=0, ge=0, description="Sum of t_r^2.")
 
 
+class PositionTokens(BaseModel):
+    """Draft tokens of one response-position bucket."""
+
+    drafted_tokens: int = Field(default=0, ge=0, description="Draft tokens proposed.")
+    accepted_tokens: int = Field(
+        default=0, ge=0, description="Of those, the draft tokens the target accepted."
+    )
+
+
 class WindowCounts(BaseModel):
     """Every counter of a telemetry window: what one arm's requests added up to.
 
@@ -167,6 +187,21 @@ class WindowCounts(BaseModel):
     )
     load: LoadTotals = Field(default_factory=LoadTotals)
     request_acceptance: RequestAcceptance = Field(default_factory=RequestAcceptance)
+    by_response_position: dict[str, PositionTokens] = Field(
+        default_factory=dict,
+        description="Drafted and accepted tokens per response-position bucket (keys: "
+        f"{', '.join(POSITION_BUCKETS)}); a bucket without tokens may be left out. From a "
+        "gateway that fills it, the buckets add up to drafted_tokens and accepted_tokens; "
+        "empty from older gateways.",
+    )
+
+    @field_validator("by_response_position")
+    @classmethod
+    def _known_buckets(cls, v: dict[str, PositionTokens]) -> dict[str, PositionTokens]:
+        unknown = sorted(set(v) - set(POSITION_BUCKETS))
+        if unknown:
+            raise ValueError(f"unknown response-position buckets {unknown}")
+        return v
 
 
 MAX_MISMATCH_IDS = 20
@@ -268,6 +303,23 @@ def add_positions(rows: Iterable[Sequence[int]]) -> list[int]:
     return total
 
 
+def add_response_positions(
+    parts: Iterable[dict[str, PositionTokens]],
+) -> dict[str, PositionTokens]:
+    """Bucket-wise sum, in POSITION_BUCKETS order; a bucket no part has stays out."""
+    drafted: dict[str, int] = {}
+    accepted: dict[str, int] = {}
+    for part in parts:
+        for bucket, tokens in part.items():
+            drafted[bucket] = drafted.get(bucket, 0) + tokens.drafted_tokens
+            accepted[bucket] = accepted.get(bucket, 0) + tokens.accepted_tokens
+    return {
+        b: PositionTokens.model_construct(drafted_tokens=drafted[b], accepted_tokens=accepted[b])
+        for b in POSITION_BUCKETS
+        if b in drafted
+    }
+
+
 def add_histograms(histograms: Iterable[LatencyHistogram]) -> LatencyHistogram:
     """Bucket-wise sum; exact because all histograms share `LATENCY_BUCKETS_MS`. The log
     moments add when every part has them (None otherwise: not recorded)."""
@@ -335,6 +387,8 @@ def _adder(name: str, annotation: Any) -> Callable[[list[Any]], Any]:
         return add_load_slices
     if annotation is LoadTotals or annotation is RequestAcceptance:
         return _add_moments(annotation)
+    if annotation == dict[str, PositionTokens]:
+        return add_response_positions
     # NOTE: failing at import makes a counter without an addition impossible to ship.
     raise TypeError(f"WindowCounts.{name}: no addition defined for {annotation}")
 

@@ -55,6 +55,9 @@ class TelemetryWindowRow(Base):
     histograms: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     # {"load": LoadTotals, "request_acceptance": RequestAcceptance}
     moments: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # {"0-15": {"drafted_tokens": d, "accepted_tokens": a}, ...} (specwire.POSITION_BUCKETS);
+    # None: stored before gateways sent it.
+    by_response_position: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     received_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

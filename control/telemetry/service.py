@@ -36,7 +36,8 @@ def row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -
     """The stored row's columns for one window (the rollout only when it exists here).
 
     The counters are stored as the contract defines them: each plain count in its own
-    column, the histograms and the load slices in `histograms`, the moments in `moments`.
+    column, the histograms and the load slices in `histograms`, the moments in `moments`,
+    the response-position buckets in `by_response_position`.
     """
     rollout_id = window.rollout_id if window.rollout_id in known_rollouts else None
     return {
@@ -59,6 +60,9 @@ def row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -
         "moments": {
             **{name: getattr(window, name).model_dump() for name in MOMENT_FIELDS},
             "output_contract": window.output_contract.model_dump(),
+        },
+        "by_response_position": {
+            bucket: tokens.model_dump() for bucket, tokens in window.by_response_position.items()
         },
     }
 
@@ -107,6 +111,7 @@ def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:
         # NOTE: a histogram or moment added after a row was stored reads as empty (zeros).
         **{name: moments.get(name, {}) for name in MOMENT_FIELDS},
         output_contract=moments.get("output_contract", {}),
+        by_response_position=row.by_response_position or {},
     )
 
 

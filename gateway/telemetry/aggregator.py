@@ -24,12 +24,15 @@ from specwire import (
     HISTOGRAM_FIELDS,
     LATENCY_BUCKETS_MS,
     MAX_MISMATCH_IDS,
+    POSITION_BUCKETS,
+    POSITION_LABELS,
     SLICE_HISTOGRAM_FIELDS,
     Arm,
     LatencyHistogram,
     LoadSlice,
     LoadTotals,
     OutputContractCounts,
+    PositionTokens,
     RequestAcceptance,
     RequestRecordDoc,
     TelemetryBatch,
@@ -37,6 +40,7 @@ from specwire import (
     load_bucket,
     log_ms,
 )
+from specwire.telemetry import UNKNOWN
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,8 @@ class _Accumulator:
     by_load: dict[int, _LoadSlice] = field(default_factory=dict)
     load: LoadTotals = field(default_factory=LoadTotals)
     acceptance: RequestAcceptance = field(default_factory=RequestAcceptance)
+    # response-position bucket -> [drafted, accepted] tokens
+    positions: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -139,6 +145,7 @@ class _Accumulator:
             acc.accepted_sq += a * a
             acc.accepted_judged += a * judged
             acc.judged_sq += judged * judged
+        self._add_positions(rec)
 
     def to_contract(
         self,
@@ -161,8 +168,31 @@ class _Accumulator:
             by_load=[sl.to_contract(bucket) for bucket, sl in sorted(self.by_load.items())],
             load=self.load.model_copy(),
             request_acceptance=self.acceptance.model_copy(),
+            by_response_position={
+                bucket: PositionTokens(drafted_tokens=d, accepted_tokens=a)
+                for bucket in POSITION_BUCKETS
+                if bucket in self.positions
+                for d, a in [self.positions[bucket]]
+            },
             output_contract=contract.model_copy() if contract else OutputContractCounts(),
         )
+
+    def _add_positions(self, rec: RequestRecord) -> None:
+        """The request's drafted and accepted tokens into their response-position buckets;
+        without per-step arrays all of them into UNKNOWN, so the buckets add up to the
+        window's drafted and accepted tokens (as in gateway.metrics)."""
+        by_position = rec.by_response_position
+        parts = (
+            [(UNKNOWN, rec.drafted_tokens, rec.accepted_tokens)]
+            if by_position is None
+            else [(b, d, a) for b, (d, a) in zip(POSITION_LABELS, by_position, strict=True)]
+        )
+        for bucket, drafted, accepted in parts:
+            if drafted == 0 and accepted == 0:
+                continue  # NOTE: an empty bucket stays out of the window (baseline arms)
+            tokens = self.positions.setdefault(bucket, [0, 0])
+            tokens[0] += drafted
+            tokens[1] += accepted
 
     def _add_load(
         self, rec: RequestRecord, gateway_load: int, latencies: dict[str, float | None]

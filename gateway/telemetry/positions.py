@@ -13,10 +13,17 @@ up to the request totals.
 from bisect import bisect_right
 from collections.abc import Sequence
 
-# Lower edges of the response-position buckets (0-based token index in the response).
-POSITION_EDGES: tuple[int, ...] = (0, 16, 64, 256)
-POSITION_LABELS: tuple[str, ...] = ("0-15", "16-63", "64-255", "256+")
-UNKNOWN = "unknown"
+# NOTE: the buckets are the wire contract's (the telemetry windows carry them to control).
+from specwire.telemetry import POSITION_EDGES, POSITION_LABELS, UNKNOWN
+
+__all__ = [
+    "POSITION_EDGES",
+    "POSITION_LABELS",
+    "UNKNOWN",
+    "PositionCounts",
+    "by_response_position",
+    "position_bucket",
+]
 
 # Per bucket: (drafted tokens, accepted tokens).
 PositionCounts = tuple[tuple[int, int], ...]

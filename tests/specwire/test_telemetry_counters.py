@@ -6,6 +6,7 @@ the gateway's accumulator, control's totals, the stored row, the ingestion bound
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from control.errors import InvalidRequest
 from control.internal.limits import check_batch
@@ -19,17 +20,20 @@ from specwire import (
     HISTOGRAM_FIELDS,
     LATENCY_BUCKETS_MS,
     MOMENT_FIELDS,
+    POSITION_BUCKETS,
     SLICE_HISTOGRAM_FIELDS,
     Arm,
     LatencyHistogram,
     LoadSlice,
     LoadTotals,
+    PositionTokens,
     RequestAcceptance,
     TelemetryBatch,
     TelemetryWindow,
     WindowCounts,
     add_counts,
 )
+from specwire.telemetry import UNKNOWN
 from tests.gateway.records import make_record
 
 START = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -69,11 +73,22 @@ def _full_window() -> TelemetryWindow:
         ],
         load=LoadTotals(**_moments(LoadTotals, 40)),
         request_acceptance=RequestAcceptance(**_moments(RequestAcceptance, 50)),
+        by_response_position={
+            "0-15": PositionTokens(drafted_tokens=30, accepted_tokens=20),
+            UNKNOWN: PositionTokens(drafted_tokens=7, accepted_tokens=3),
+        },
     )
 
 
 def test_every_field_of_the_counter_set_has_a_kind_and_an_addition() -> None:
-    kinds = (*COUNTER_FIELDS, *HISTOGRAM_FIELDS, *MOMENT_FIELDS, "accepted_per_position", "by_load")
+    kinds = (
+        *COUNTER_FIELDS,
+        *HISTOGRAM_FIELDS,
+        *MOMENT_FIELDS,
+        "accepted_per_position",
+        "by_load",
+        "by_response_position",
+    )
     assert sorted(kinds) == sorted(WindowCounts.model_fields)
     window = _full_window()
     total = add_counts([window, window])
@@ -97,6 +112,11 @@ def test_every_field_of_the_counter_set_has_a_kind_and_an_addition() -> None:
     assert (added.load_bucket, added.requests) == (2, 14)
     for name in SLICE_HISTOGRAM_FIELDS:
         assert getattr(added, name).total == 2 * getattr(window.by_load[0], name).total
+    positions = total["by_response_position"]
+    assert {b: (t.drafted_tokens, t.accepted_tokens) for b, t in positions.items()} == {
+        "0-15": (60, 40),
+        UNKNOWN: (14, 6),
+    }
 
 
 def test_controls_totals_carry_every_counter() -> None:
@@ -113,6 +133,30 @@ def test_the_stored_row_keeps_every_counter() -> None:
     window = _full_window()
     row = TelemetryWindowRow(**row_values("gw-1", window, known_rollouts={5}))
     assert window_from_row(row) == window
+
+
+def test_a_window_without_response_positions_is_accepted_and_reads_back_empty() -> None:
+    """Older gateways send no `by_response_position`: the window is valid, the field empty,
+    and a row stored before the column existed (NULL) reads back the same way."""
+    sent = _full_window().model_dump(mode="json")
+    del sent["by_response_position"]
+    batch = TelemetryBatch.model_validate(
+        {"gateway_id": "gw-old", "window_start": START.isoformat(), "windows": [sent]}
+    )
+    [window] = batch.windows
+    assert window.by_response_position == {}
+    check_batch(batch)
+    row = TelemetryWindowRow(**row_values("gw-old", window, known_rollouts={5}))
+    row.by_response_position = None
+    assert window_from_row(row).by_response_position == {}
+    assert window_from_row(row) == window
+
+
+def test_a_response_position_bucket_outside_the_contract_is_refused() -> None:
+    sent = _full_window().model_dump(mode="json")
+    sent["by_response_position"] = {"1000+": {"drafted_tokens": 1, "accepted_tokens": 1}}
+    with pytest.raises(ValidationError, match="1000"):
+        TelemetryWindow.model_validate(sent)
 
 
 def test_the_ingestion_bounds_every_counter() -> None:
@@ -158,3 +202,7 @@ def test_the_gateway_fills_every_counter() -> None:
         assert getattr(load_slice, name).total == 2, name
     for name in MOMENT_FIELDS:
         assert all(v > 0 for v in getattr(window, name).model_dump().values()), name
+    assert set(window.by_response_position) <= set(POSITION_BUCKETS)
+    assert sum(t.drafted_tokens for t in window.by_response_position.values()) == (
+        window.drafted_tokens
+    )

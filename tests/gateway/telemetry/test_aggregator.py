@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from gateway.telemetry import RequestRecord, TelemetryAggregator, bucket_index
 from gateway.telemetry.buckets import OVERFLOW_INDEX
+from gateway.telemetry.positions import UNKNOWN, by_response_position
 from specwire import LATENCY_BUCKETS_MS, LOAD_BUCKET_EDGES, Arm, TelemetryBatch, load_bucket
 from tests.gateway.records import make_record
 
@@ -193,3 +194,42 @@ def test_concurrent_recording_loses_nothing() -> None:
     assert w.requests == per_thread * threads
     assert w.completion_tokens == 20 * per_thread * threads
     assert w.e2e.total == per_thread * threads
+
+
+def test_response_position_buckets_add_up_to_the_window_totals() -> None:
+    """Per-step arrays land in their buckets; a request without them lands in UNKNOWN,
+    so the buckets add up to the window's drafted and accepted tokens."""
+    steps_accepted, steps_drafted = [1, 0, 0, 2, 2, 1, 0, 3, 2], [3] * 9
+    detailed = rec(
+        drafts=9,
+        drafted_tokens=27,
+        accepted_tokens=11,
+        accepted_per_position=(6, 3, 2),
+        by_response_position=by_response_position(steps_accepted, steps_drafted),
+    )
+    agg = TelemetryAggregator("gw-1", window_seconds=10, max_pending_windows=8)
+    agg.record(detailed)
+    agg.record(detailed)
+    agg.record(rec())  # a summary engine: 24 drafted, 12 accepted, no per-step arrays
+    agg.record(rec(arm=Arm.BASELINE, drafts=0, drafted_tokens=0, accepted_tokens=0, rollout_id=3))
+    [batch] = agg.drain_all()
+    spec, baseline = sorted(batch.windows, key=lambda w: w.arm.value != "spec")
+    assert spec.arm == Arm.SPEC and baseline.arm == Arm.BASELINE
+    # Verify steps begin at positions 1, 3, 4, 5, 8, 11, 13, 14 (bucket 0-15) and 18.
+    buckets = spec.by_response_position
+    assert {b: (t.drafted_tokens, t.accepted_tokens) for b, t in buckets.items()} == {
+        "0-15": (2 * 24, 2 * 9),
+        "16-63": (2 * 3, 2 * 2),
+        UNKNOWN: (24, 12),
+    }
+    assert list(spec.by_response_position) == ["0-15", "16-63", UNKNOWN]  # bucket order
+    assert sum(t.drafted_tokens for t in spec.by_response_position.values()) == (
+        spec.drafted_tokens
+    )
+    assert sum(t.accepted_tokens for t in spec.by_response_position.values()) == (
+        spec.accepted_tokens
+    )
+    assert (spec.drafted_tokens, spec.accepted_tokens) == (78, 34)
+    # Nothing drafted: no bucket at all.
+    assert baseline.by_response_position == {}
+    assert TelemetryBatch.model_validate_json(batch.model_dump_json()) == batch
