@@ -19,6 +19,8 @@ from control.automation.pipeline import STATES, Job, verdict_of
 from control.automation.verdicts import Verdict, promotion_checks
 from control.models import DepthRecommendation, Rollout, utcnow
 from control.settings import ControlSettings
+from control.telemetry.schemas import PositionAcceptance
+from control.telemetry.service import response_positions_of
 from specwire import RolloutState
 
 
@@ -70,6 +72,12 @@ class Readout(BaseModel):
         "error monitors, matched comparisons, next-stage projection, budget, window ids."
     )
     depth_advice: list[DepthAdvice] = Field(description="The latest depth advice, newest first.")
+    acceptance_by_response_position: list[PositionAcceptance] = Field(
+        default_factory=list,
+        description="The spec arm's draft tokens and acceptance per response-position "
+        "bucket (where in the response each verify step began), summed over the "
+        "evidence's spec windows (evidence.spec.window_ids). Shown only: no rule reads it.",
+    )
 
 
 def readout(
@@ -105,6 +113,7 @@ def readout(
         blocking=[name for name, ok in checks.items() if not ok],
         evidence=evidence.as_json(with_blocks=False),
         depth_advice=[_advice(r) for r in advice],
+        acceptance_by_response_position=response_positions_of(session, evidence.spec.window_ids),
     )
 
 

@@ -1,6 +1,7 @@
 """Storing telemetry batches idempotently, and reading windows back for the automation."""
 
 import logging
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,15 +11,19 @@ from control.models import TelemetryWindowRow
 from control.requests.service import store_records
 from control.stats.windows import WindowTotals, combine_windows
 from control.telemetry import repository
+from control.telemetry.schemas import PositionAcceptance
 from specwire import (
     COUNTER_FIELDS,
     HISTOGRAM_FIELDS,
     MOMENT_FIELDS,
+    POSITION_BUCKETS,
     Arm,
     TelemetryAck,
     TelemetryBatch,
     TelemetryWindow,
+    WindowCounts,
 )
+from specwire.telemetry import UNKNOWN
 
 log = logging.getLogger(__name__)
 
@@ -159,3 +164,38 @@ def window_totals(
             pair_version_id=pair_version_id,
         )
     )
+
+
+def acceptance_by_response_position(windows: Iterable[WindowCounts]) -> list[PositionAcceptance]:
+    """Drafted and accepted tokens per response-position bucket, summed over `windows`,
+    every bucket in POSITION_BUCKETS order. The tokens a window's buckets leave out (a
+    window from a gateway that sent none) count in UNKNOWN, so the buckets add up to the
+    windows' drafted_tokens and accepted_tokens."""
+    drafted = dict.fromkeys(POSITION_BUCKETS, 0)
+    accepted = dict.fromkeys(POSITION_BUCKETS, 0)
+    for window in windows:
+        buckets = window.by_response_position
+        for bucket, tokens in buckets.items():
+            drafted[bucket] += tokens.drafted_tokens
+            accepted[bucket] += tokens.accepted_tokens
+        drafted[UNKNOWN] += max(
+            window.drafted_tokens - sum(t.drafted_tokens for t in buckets.values()), 0
+        )
+        accepted[UNKNOWN] += max(
+            window.accepted_tokens - sum(t.accepted_tokens for t in buckets.values()), 0
+        )
+    return [
+        PositionAcceptance(
+            bucket=bucket,
+            drafted_tokens=drafted[bucket],
+            accepted_tokens=accepted[bucket],
+            acceptance_rate=accepted[bucket] / drafted[bucket] if drafted[bucket] else None,
+        )
+        for bucket in POSITION_BUCKETS
+    ]
+
+
+def response_positions_of(session: Session, window_ids: Sequence[int]) -> list[PositionAcceptance]:
+    """`acceptance_by_response_position` of the stored windows `window_ids`."""
+    rows = repository.windows_by_ids(session, window_ids) if window_ids else []
+    return acceptance_by_response_position(window_from_row(row) for row in rows)

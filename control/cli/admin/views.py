@@ -22,7 +22,8 @@ def _verdict_cell(verdict: dict[str, Any] | None) -> str:
 
 def readout_table(readout: dict[str, Any]) -> Any:
     """The automation's view, one line each: verdicts, blocking checks, acceptance per
-    draft position, the speedup at this and the next stage's load, depth advice."""
+    draft position and by response position (buckets with draft tokens), the speedup at
+    this and the next stage's load, depth advice."""
     evidence = readout["evidence"]
     out = table("what the automation sees now", "value", title="Evidence")
     out.add_row("guards", _verdict_cell(readout["guards"]))
@@ -35,6 +36,13 @@ def readout_table(readout: dict[str, Any]) -> Any:
         )
         tau = acceptance["mean_acceptance_length"]
         out.add_row("acceptance per position", f"{rates} (mean length {_num(tau)}, per draft)")
+    by_position = [
+        f"{p['bucket']} {_num(p['acceptance_rate'])} of {p['drafted_tokens']}"
+        for p in readout.get("acceptance_by_response_position") or ()
+        if p["drafted_tokens"]
+    ]
+    if by_position:
+        out.add_row("acceptance by response position", " / ".join(by_position) + " drafted")
     monitor = evidence.get("acceptance_monitor")
     if monitor:
         out.add_row("acceptance test", str(monitor.get("decision")))

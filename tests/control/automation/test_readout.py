@@ -4,6 +4,7 @@ run of the same rules the jobs apply (nothing is flipped or written)."""
 import json
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -12,6 +13,9 @@ from control.automation.pipeline import Job, judge_one
 from control.cli import app as root
 from control.db import Database
 from control.settings import ControlSettings
+from control.telemetry.service import ingest_batch
+from specwire import Arm, PositionTokens, TelemetryWindow
+from specwire.telemetry import UNKNOWN
 from tests.control.automation import scenario as sc
 from tests.fixtures.db import ADMIN_TOKEN
 
@@ -63,6 +67,56 @@ def test_a_healthy_canary_shows_its_checks_acceptance_and_depth_advice(
     assert client.get(f"/admin/v1/rollouts/{setup.rollout_id}/evidence").status_code == 401
 
 
+def _ingest_with_positions(
+    database: Database, setup: sc.Setup, buckets: dict[str, tuple[int, int]] | None
+) -> TelemetryWindow:
+    """One good-traffic batch whose spec window carries `buckets` (bucket -> drafted,
+    accepted; None: sent without the field, as an older gateway does). Returns the
+    stored spec window."""
+    sent = sc.batch(setup, setup.rng, spec_alpha=0.8, spec_tpot_ms=10.0, baseline_tpot_ms=20.0)
+    spec = next(w for w in sent.windows if w.arm == Arm.SPEC)
+    if buckets is not None:
+        spec.by_response_position = {
+            b: PositionTokens(drafted_tokens=d, accepted_tokens=a) for b, (d, a) in buckets.items()
+        }
+    with database.session() as s:
+        assert ingest_batch(s, sent).stored == 2
+    return spec
+
+
+def test_the_readout_sums_acceptance_by_response_position_over_the_spec_windows(
+    committed_database: Database, control_settings: ControlSettings
+) -> None:
+    settings = control_settings.model_copy(update={"guard_on_telemetry": False})
+    setup = sc.create_rollout(committed_database)
+    sc.heartbeat(committed_database, setup, "spec-w1")
+    first = _ingest_with_positions(committed_database, setup, {"0-15": (40, 30), "16-63": (20, 10)})
+    second = _ingest_with_positions(committed_database, setup, {"0-15": (60, 50), UNKNOWN: (5, 1)})
+    # No buckets at all: the window's drafted and accepted tokens count as unknown.
+    old = _ingest_with_positions(committed_database, setup, None)
+    assert old.by_response_position == {} and old.drafted_tokens > 0
+
+    client = TestClient(create_app(settings, committed_database))
+    body = _readout(client, setup.rollout_id)
+    assert len(body["evidence"]["spec"]["window_ids"]) == 3
+    rows = {p["bucket"]: p for p in body["acceptance_by_response_position"]}
+    assert list(rows) == ["0-15", "16-63", "64-255", "256+", UNKNOWN]
+    # The buckets a window leaves out of its totals count as unknown too.
+    unknown = (
+        old.drafted_tokens + 5 + (first.drafted_tokens - 60) + (second.drafted_tokens - 65),
+        old.accepted_tokens + 1 + (first.accepted_tokens - 40) + (second.accepted_tokens - 51),
+    )
+    expected = {"0-15": (100, 80), "16-63": (20, 10), "64-255": (0, 0), "256+": (0, 0)}
+    expected[UNKNOWN] = unknown
+    assert {b: (r["drafted_tokens"], r["accepted_tokens"]) for b, r in rows.items()} == expected
+    assert rows["0-15"]["acceptance_rate"] == pytest.approx(0.8)
+    assert rows["16-63"]["acceptance_rate"] == pytest.approx(0.5)
+    assert rows["64-255"]["acceptance_rate"] is None
+    assert sum(r["drafted_tokens"] for r in rows.values()) == sum(
+        w.drafted_tokens for w in (first, second, old)
+    )
+
+
 def test_a_regression_reads_as_the_rollback_the_guard_would_do(
     committed_database: Database, control_settings: ControlSettings
 ) -> None:
@@ -109,7 +163,14 @@ def test_rollout_show_prints_the_readout(
     runner = CliRunner(env={"SPECROUTE_ADMIN_TOKEN": ADMIN_TOKEN, "COLUMNS": "160"})
     shown = runner.invoke(root, ["admin", "rollout", "show", str(setup.rollout_id)])
     assert shown.exit_code == 0, shown.output
-    for line in ("guards", "promote", "blocks promotion", "acceptance per position"):
+    for line in (
+        "guards",
+        "promote",
+        "blocks promotion",
+        "acceptance per position",
+        "acceptance by response position",
+        "unknown",
+    ):
         assert line in shown.output, shown.output
     as_json = runner.invoke(root, ["admin", "rollout", "show", str(setup.rollout_id), "-o", "json"])
     assert as_json.exit_code == 0, as_json.output
