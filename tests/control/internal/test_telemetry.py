@@ -1,5 +1,6 @@
 """POST /internal/v1/telemetry idempotency, and the automation's window reads."""
 
+import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from specwire import (
     LATENCY_BUCKETS_MS,
     Arm,
     LatencyHistogram,
+    PositionTokens,
     TelemetryAck,
     TelemetryBatch,
     TelemetryWindow,
@@ -105,6 +107,53 @@ def test_batch_is_stored_once_and_a_replay_is_a_no_op(
     assert rows[0].rollout_id == world.rollout.id
     assert rows[0].histograms["ttft"]["counts"][20] == 10
     assert session.scalar(select(func.count()).select_from(TelemetryBatchRow)) == 1
+
+
+def test_windows_with_and_without_response_positions_are_both_stored(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    """An older gateway sends no `by_response_position`: its batch is stored and the
+    window reads back with none; a newer one's buckets are kept as sent."""
+    world = build_world(session)
+    session.commit()
+    seg, pv = world.segment.id, world.pair_version.id
+    headers = internal_headers | {"content-type": "application/json"}
+    old = TelemetryBatch(
+        gateway_id="gw-old", window_start=T0, windows=[window(seg, Arm.SPEC, T0)]
+    ).model_dump(mode="json")
+    for sent in old["windows"]:
+        del sent["by_response_position"]
+    new = TelemetryBatch(
+        gateway_id="gw-new",
+        window_start=T0,
+        windows=[
+            window(seg, Arm.SPEC, T0, pair_version_id=pv).model_copy(
+                update={
+                    "by_response_position": {
+                        "0-15": PositionTokens(drafted_tokens=30, accepted_tokens=15),
+                        "16-63": PositionTokens(drafted_tokens=15, accepted_tokens=5),
+                    }
+                }
+            )
+        ],
+    )
+    for body in (json.dumps(old), new.model_dump_json()):
+        response = app_client.post("/internal/v1/telemetry", content=body, headers=headers)
+        assert (response.status_code, response.json()["stored"]) == (200, 1), response.text
+    rows = session.scalars(select(TelemetryWindowRow).order_by(TelemetryWindowRow.source)).all()
+    assert [(r.source, r.by_response_position) for r in rows] == [
+        (
+            "gw-new",
+            {
+                "0-15": {"drafted_tokens": 30, "accepted_tokens": 15},
+                "16-63": {"drafted_tokens": 15, "accepted_tokens": 5},
+            },
+        ),
+        ("gw-old", {}),
+    ]
+    read = {w.pair_version_id: w for w in list_windows(session, start=T0, end=T0 + timedelta(1))}
+    assert read[None].by_response_position == {}
+    assert read[pv].by_response_position == new.windows[0].by_response_position
 
 
 def test_a_new_batch_repeating_a_stored_window_counts_it_as_duplicate(session: Session) -> None:
