@@ -180,7 +180,10 @@ class OfflineEvaluationCreate(BaseModel):
     pair_version_id: DbId
     eval_set_id: DbId
     case_keys: list[str] = Field(
-        min_length=1, max_length=100_000, description="The cases the evaluation ran."
+        min_length=1,
+        max_length=100_000,
+        description="The cases the evaluation ran, those the engine failed included (an "
+        "`error` case result each; the aggregates are over the others).",
     )
     drafts: int = Field(ge=1, description="Draft proposals (target verification passes).")
     position_acceptance: list[float] = Field(
@@ -227,7 +230,9 @@ class OfflineEvaluation(BaseModel):
     id: int
     pair_version_id: int
     eval_set_id: int
-    cases: int
+    cases: int = Field(
+        description="Cases measured: case_keys less those with an `error` case result."
+    )
     drafts: int
     position_acceptance: list[float]
     mean_acceptance_length: float

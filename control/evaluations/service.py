@@ -10,15 +10,16 @@ from control.audit.service import record_audit
 from control.errors import InvalidRequest
 from control.evaluations import repository as repo
 from control.evaluations.schemas import (
+    CaseOutcome,
+    EvalSetCreate,
+    EvalSetSummary,
+    OfflineEvaluationCreate,
+)
+from control.evaluations.schemas import (
     EvalCase as EvalCaseOut,
 )
 from control.evaluations.schemas import (
     EvalSet as EvalSetOut,
-)
-from control.evaluations.schemas import (
-    EvalSetCreate,
-    EvalSetSummary,
-    OfflineEvaluationCreate,
 )
 from control.models import (
     EvalCase,
@@ -117,10 +118,13 @@ def create_evaluation(
     today = clock.now().date()
     ran = set(body.case_keys)
     stale = [c.case_key for c in eval_set.cases if c.case_key in ran and c.refresh_by < today]
+    # NOTE: a case the engine failed (`error`) was run but measured nothing: it counts
+    # neither in the aggregates nor towards the offline gate's minimum of cases.
+    failed = {r.case_key for r in body.case_results if r.outcome is CaseOutcome.ERROR}
     row = OfflineEvaluation(
         pair_version_id=version.id,
         eval_set_id=eval_set.id,
-        cases=len(ran),
+        cases=len(ran - failed),
         drafts=body.drafts,
         position_acceptance=body.position_acceptance,
         mean_acceptance_length=body.mean_acceptance_length,

@@ -76,6 +76,7 @@ class OfflineEvaluation(Base):
     eval_set_id: Mapped[int] = mapped_column(
         ForeignKey("eval_sets.id", ondelete="RESTRICT"), index=True
     )
+    # Cases measured: those it ran less those the engine failed (an `error` result).
     cases: Mapped[int]
     drafts: Mapped[int]
     # Conditional acceptance rate per draft position (1..k): P(accept j | accepted < j).

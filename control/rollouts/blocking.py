@@ -8,6 +8,8 @@ the set, the one the offline gate reads) when:
 
 - the candidate has no per-case result for it (not evaluated, or no evaluation
   at all: a blocking case needs evidence);
+- its outcome is `error` (the engine failed it: no evidence, whatever the
+  reference's outcome);
 - its outcome is worse than in the reference evaluation (`ok` < `diverged` <
   `error`), or, with no reference result for the case, anything but `ok`;
 - its acceptance rate is more than `ACCEPTANCE_SLACK` below the reference's.
@@ -28,7 +30,7 @@ from sqlalchemy.orm import Session
 
 from control.errors import Conflict
 from control.evaluations import repository as eval_repo
-from control.evaluations.schemas import OUTCOME_RANK
+from control.evaluations.schemas import OUTCOME_RANK, CaseOutcome
 from control.models import Decision, EvalCase, EvalSet, OfflineEvaluation, Rollout
 from specwire import RolloutState
 
@@ -96,6 +98,9 @@ def _regression(
     if got is None:
         return {**doc, "reason": "no per-case result in the candidate evaluation"}
     doc |= {"outcome": got.outcome, "acceptance_rate": got.acceptance_rate}
+    if got.outcome == CaseOutcome.ERROR:
+        # NOTE: even where the reference failed it too: equal outcomes are no evidence.
+        return {**doc, "reason": "outcome error: the engine failed the case"}
     if ref is None:
         if got.outcome != "ok":
             return {**doc, "reason": f"outcome {got.outcome} (no reference result: must be ok)"}

@@ -2,6 +2,7 @@
 the aggregate and whatever is waived, with a typed 409 naming the cases and an audit
 event; the incumbent's evaluation is the reference."""
 
+from types import SimpleNamespace
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -9,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.models import AuditEvent, Decision, Rollout
-from control.rollouts.blocking import ACCEPTANCE_SLACK
+from control.rollouts.blocking import ACCEPTANCE_SLACK, _regression
 from control.rollouts.gates import offline_gate
 from tests.control.conftest import WAIVE_ALL, created, eval_cases
 
@@ -214,6 +215,39 @@ def test_the_incumbents_evaluation_is_the_reference_for_outcome_and_acceptance(
     )
     started = _start(app_client, admin_headers, second["id"])
     assert started.status_code == 200, started.text
+
+
+def test_a_blocking_case_the_engine_failed_blocks_start_and_counts_in_no_aggregate(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    eval_set = _blocking_set(app_client, admin_headers, seeded)
+    rid, version = seeded["rollout"]["id"], seeded["version"]["id"]
+    failed = {
+        "case-0": ("ok", [9, 8, 7]),
+        "case-1": ("error", [0, 0, 0]),
+        "case-2": ("error", [0, 0, 0]),
+    }
+    evaluation = _evaluate(app_client, admin_headers, version, eval_set, failed)
+    posted = app_client.get(f"/admin/v1/evaluations/{evaluation}", headers=admin_headers).json()
+    # 30 cases ran, 2 failed on the engine: 28 measured, what the gate's minimum reads.
+    assert posted["cases"] == 28 and posted["case_result_count"] == 3
+    refused = _start(app_client, admin_headers, rid, **WAIVE_ALL)
+    assert refused.status_code == 409
+    details = refused.json()["error"]["details"]
+    assert details["cases"] == ["case-1"]
+    assert details["regressions"][0]["reason"] == "outcome error: the engine failed the case"
+
+
+def test_an_error_outcome_regresses_even_where_the_reference_failed_the_case_too() -> None:
+    case = SimpleNamespace(case_key="case-1", boundary="privacy")
+    error = SimpleNamespace(outcome="error", acceptance_rate=None)
+    ok = SimpleNamespace(outcome="ok", acceptance_rate=0.8)
+    for ref in (error, ok, None):
+        found = _regression(case, error, ref, 7)  # type: ignore[arg-type]
+        assert found is not None
+        assert found["reason"] == "outcome error: the engine failed the case"
+    # A candidate that measured the case where the reference had failed it is no regression.
+    assert _regression(case, ok, error, 7) is None  # type: ignore[arg-type]
 
 
 def test_a_blocking_case_needs_its_boundary(
