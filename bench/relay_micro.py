@@ -1,0 +1,248 @@
+"""The relay's CPU per streamed request, in one process, without sockets.
+
+    python -m bench.relay_micro [--tokens 64] [--requests 2000] [--repeats 3]
+        [--against OLD_TREE]
+
+With `--against`, a second copy of the `gateway` package is loaded from
+OLD_TREE (e.g. `git archive main gateway | tar -x -C /tmp/old`) into the same
+process, and the two run in ABBA order (old, new, new, old, ...), so a drift
+of the machine's state shifts both alike.
+
+Drives `relay_stream` and its `RelayResponse` with the engine side real from
+the HTTP parser up: a `_Connection` is fed engine.fake's bytes (chunked, one
+token event per read, its last read the final chunk, the usage chunk, `[DONE]`
+and the chunk terminator together, as engine.fake writes them) and the client
+side is uvicorn's own `send` (httptools `RequestResponseCycle`, writing into a
+transport that keeps the bytes), after each of which the engine's next read
+arrives. What it leaves out: sockets, the event loop's I/O and the pre-relay
+pipeline (auth, routing, accounting), so its microseconds are the relay's share
+of a request only. `sends_per_request` counts ASGI messages; `client_bytes` is
+what the client got, compared byte for byte between the two trees.
+"""
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import uvloop
+from fastapi import Request
+from starlette.types import Message
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+from engine.fake import FakeUpstream
+from gateway.proxy import engine_http, relay, upstream
+from gateway.proxy.engine_http import EngineClient, Origin, _Connection
+from gateway.proxy.relay import RelayResult
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The modules of one copy of the gateway package."""
+
+    engine_http: Any
+    relay: Any
+    upstream: Any
+
+
+THIS_TREE = Tree(engine_http, relay, upstream)
+
+
+def load_tree(root: Path) -> Tree:
+    """A second, independent copy of `gateway.proxy` from another checkout."""
+    ours = {name: mod for name, mod in sys.modules.items() if name.split(".")[0] == "gateway"}
+    for name in ours:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    try:
+        tree = Tree(
+            importlib.import_module("gateway.proxy.engine_http"),
+            importlib.import_module("gateway.proxy.relay"),
+            importlib.import_module("gateway.proxy.upstream"),
+        )
+        assert Path(tree.relay.__file__).is_relative_to(root), tree.relay.__file__
+    finally:
+        sys.path.remove(str(root))
+        for name in [n for n in sys.modules if n.split(".")[0] == "gateway"]:
+            del sys.modules[name]
+        sys.modules.update(ours)
+    return tree
+
+
+_LOG = logging.getLogger("bench.relay_micro")
+_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _chunked(body: bytes) -> bytes:
+    return b"%x\r\n" % len(body) + body + b"\r\n"
+
+
+def engine_reads(tokens: int) -> list[bytes]:
+    """engine.fake's answer as the gateway's reads see it: one event per read."""
+    fake = FakeUpstream(tokens=tokens, interval_s=0.0)
+    token = fake._chunks["chat"]
+    final = fake._final_chunks("chat", include_usage=True)
+    return [_HEAD] + [_chunked(token)] * tokens + [_chunked(final) + b"0\r\n\r\n"]
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+    def close(self) -> None: ...
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+
+class _Breaker:
+    def record_success(self) -> None: ...
+    def record_failure(self) -> None: ...
+    def release_trial(self) -> None: ...
+
+
+class _Lease:
+    breaker = _Breaker()
+
+    def release(self) -> None: ...
+
+
+class _Client:
+    def put_back(self, origin: Origin, conn: _Connection) -> None: ...
+
+
+class _Request:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._never: asyncio.Future[Message] = loop.create_future()
+
+    async def receive(self) -> Message:
+        return await self._never
+
+
+async def one_request(tree: Tree, reads: list[bytes], out: list[bytes]) -> tuple[RelayResult, int]:
+    """One streamed request; the client's bytes land in `out`. (result, ASGI sends)."""
+    loop = asyncio.get_running_loop()
+    conn: _Connection = tree.engine_http._Connection(loop)
+    conn.connection_made(cast(asyncio.BaseTransport, _Transport()))
+    pending = iter(reads)
+    conn.data_received(next(pending))
+    origin = tree.engine_http.Origin("http", "e", 80)
+    response = tree.engine_http.EngineResponse(cast(EngineClient, _Client()), origin, conn)
+    opened = tree.upstream.Opened(
+        decision=cast(Any, None), lease=cast(Any, _Lease()), response=response
+    )
+    results: list[RelayResult] = []
+    sends = 0
+
+    async def finish(result: RelayResult) -> None:
+        results.append(result)
+
+    client = _Transport()
+    client.written = out
+    cycle = RequestResponseCycle(
+        scope=cast(Any, {"type": "http", "method": "POST", "http_version": "1.1"}),
+        transport=cast(asyncio.Transport, client),
+        flow=FlowControl(cast(asyncio.Transport, client)),
+        logger=_LOG,
+        access_logger=_LOG,
+        access_log=False,
+        default_headers=[],
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=True,
+        on_response=lambda: None,
+    )
+    uvicorn_send = cycle.send
+
+    async def send(message: Message) -> None:
+        nonlocal sends
+        sends += 1
+        await uvicorn_send(cast(Any, message))
+        # NOTE: the engine's next read arrives after the client's send, so every
+        # read holds one event, as at low concurrency.
+        data = next(pending, None)
+        if data is not None:
+            conn.data_received(data)
+
+    request = _Request(loop)
+    relayed = await tree.relay.relay_stream(
+        opened,
+        cast(Request, request),
+        keep_usage=False,
+        started=time.monotonic(),
+        first_token_timeout_s=30.0,
+        idle_timeout_s=30.0,
+        hold_headers=False,
+        headers={},
+        finish=finish,
+    )
+    await relayed({"type": "http"}, request.receive, send)
+    return results[0], sends
+
+
+async def timed(
+    tree: Tree, reads: list[bytes], requests: int
+) -> tuple[float, int, RelayResult, bytes]:
+    """Microseconds per request over `requests` requests, and the last one's facts."""
+    out: list[bytes] = []
+    result, sends = await one_request(tree, reads, out)
+    begin = time.perf_counter()
+    for _ in range(requests):
+        out.clear()
+        result, sends = await one_request(tree, reads, out)
+    elapsed = time.perf_counter() - begin
+    return elapsed / requests * 1e6, sends, result, b"".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--against", type=Path, help="another checkout's root: run old vs new")
+    args = parser.parse_args()
+    reads = engine_reads(args.tokens)
+    trees = {"new": THIS_TREE}
+    order = ["new"] * args.repeats
+    if args.against is not None:
+        trees["old"] = load_tree(args.against.resolve())
+        order = ["old", "new", "new", "old"] * args.repeats
+    runs: dict[str, list[float]] = {name: [] for name in trees}
+    facts: dict[str, dict[str, int]] = {}
+    bodies: dict[str, bytes] = {}
+    for name in order:
+        us, sends, result, body = uvloop.run(timed(trees[name], reads, args.requests))
+        assert result.streamed_tokens == args.tokens and result.usage is not None, result
+        runs[name].append(us)
+        facts[name] = {"sends_per_request": sends, "client_bytes": len(body)}
+        bodies[name] = body
+    if len(bodies) == 2:
+        assert bodies["old"] == bodies["new"], "the two trees sent different bytes"
+    report = {
+        name: {
+            "us_per_request": [round(u, 1) for u in runs[name]],
+            "min_us": round(min(runs[name]), 1),
+            "median_us": round(sorted(runs[name])[len(runs[name]) // 2], 1),
+            **facts[name],
+        }
+        for name in trees
+    }
+    print(json.dumps({"tokens": args.tokens, "requests": args.requests, **report}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
