@@ -9,7 +9,9 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-Relay = Callable[[Send, Message], Awaitable[None]]  # (send, the response-start message)
+# (send, the response-start message) -> whether the relay's last body message ended
+# the response (more_body False), so that no empty one has to follow.
+Relay = Callable[[Send, Message], Awaitable[bool]]
 
 
 class DisconnectWatch:
@@ -94,8 +96,8 @@ class RelayResponse(Response):
         left = False
         try:
             start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-            await self._relay(send, start)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if not await self._relay(send, start):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if not watch.swallow():
                 raise

@@ -293,6 +293,12 @@ class EngineResponse:
     def headers(self) -> dict[str, str]:
         return {n.decode("latin-1"): v.decode("latin-1") for n, v in self._conn.raw_headers}
 
+    @property
+    def ended(self) -> bool:
+        """The whole body is in hand and read: `readany` would return b"" at once."""
+        conn = self._conn
+        return conn.complete and not conn.chunks
+
     def deadline(self, timeout_s: float) -> float:
         """The `readany` deadline `timeout_s` from now, on the event loop's clock."""
         return self._conn._loop.time() + timeout_s

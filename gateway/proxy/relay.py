@@ -296,7 +296,8 @@ async def relay_stream(
             )
         return None
 
-    async def relay(send: Send, start: Message) -> None:
+    async def relay(send: Send, start: Message) -> bool:
+        """The events until the stream ends; True when the last send ended the body."""
         nonlocal drained
         if not hold_headers:
             await send(start)
@@ -306,20 +307,29 @@ async def relay_stream(
                 error = first_failed(exc)
                 assert error is not None
                 await _send_error(send, error.message, error.error_type, error.code or "")
-                return
+                return False
         # NOTE: the first frames are ready before a held status line goes out, so
         # the first token follows it at once.
-        frames = _frames(first, keep_usage, result)
+        batch = first
+        frames = _frames(batch, keep_usage, result)
         if hold_headers:
             await send(start)
         while True:
             # NOTE: the events of one engine read leave in one ASGI message: under load
             # several arrive together, and each send is the costliest step per event.
-            if frames:
+            # When that read ended with `[DONE]` and the end of the engine's body
+            # (engine.fake writes them together), the same message ends the response:
+            # one send fewer per request, and nothing waited for. Checked only after
+            # `[DONE]`, so token reads pay one length comparison.
+            last = batch[-1] == DONE and response.ended and not splitter.buffered
+            if frames or last:
                 body = frames[0] if len(frames) == 1 else b"".join(frames)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+                await send({"type": "http.response.body", "body": body, "more_body": not last})
             if result.extra.get(INVALID_EVENT):
-                return  # the error event is out; closing drops the engine's request
+                return last  # the error event is out; closing drops the engine's request
+            if last:
+                drained = True
+                return True
             try:
                 # NOTE: a deadline the engine connection enforces with one timer per
                 # stream, not asyncio.timeout() per chunk (see EngineResponse.readany).
@@ -330,22 +340,22 @@ async def relay_stream(
                 await _send_error(
                     send, "The engine stalled mid-stream", "timeout_error", "idle_timeout"
                 )
-                return
+                return False
             except EngineHTTPError:
                 result.outcome, result.http_status = "error", 502
                 result.error_code = "stream_broken"
                 await _send_error(
                     send, "The engine stream broke", "upstream_error", "stream_broken"
                 )
-                return
+                return False
             except EventTooLarge as exc:
                 result.outcome, result.http_status = "error", 502
                 result.error_code = "engine_event_too_large"
                 await _send_error(send, str(exc), "upstream_error", "engine_event_too_large")
-                return
+                return False
             if not batch:
                 drained = True
-                return
+                return False
             frames = _frames(batch, keep_usage, result)
 
     async def on_close(disconnected: bool) -> None:

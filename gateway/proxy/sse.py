@@ -60,6 +60,11 @@ class SSESplitter:
             raise EventTooLarge(f"an engine event is larger than {self.max_event_bytes} bytes")
         return out
 
+    @property
+    def buffered(self) -> bool:
+        """Bytes of an unterminated event are held (what `tail` would look at)."""
+        return bool(self._buffer)
+
     def tail(self) -> bytes | None:
         """The data of an unterminated last event once the stream ended, if any."""
         tail, self._buffer = self._buffer.strip(), b""

@@ -1,0 +1,162 @@
+"""The streaming relay's ASGI messages for an engine answer fed read by read.
+
+The engine side is the real HTTP parser (`_Connection`) fed scripted reads; the
+client side records every ASGI message. What is checked: the client's events,
+how the response ends (in the last event's message, or in an empty one), and
+whether the engine connection was kept for reuse.
+"""
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from fastapi import Request
+from starlette.types import Message
+
+from gateway.proxy.engine_http import EngineClient, EngineResponse, Origin, _Connection
+from gateway.proxy.relay import RelayResult, relay_stream
+from gateway.proxy.upstream import Opened
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+TOKEN = b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n'  # noqa: E501
+USAGE = (
+    b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m",'
+    b'"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n'
+)
+DONE = b"data: [DONE]\n\n"
+END = b"0\r\n\r\n"
+
+
+def chunked(body: bytes) -> bytes:
+    return b"%x\r\n" % len(body) + body + b"\r\n"
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Breaker:
+    def record_success(self) -> None: ...
+    def record_failure(self) -> None: ...
+    def release_trial(self) -> None: ...
+
+
+class _Lease:
+    breaker = _Breaker()
+
+    def release(self) -> None: ...
+
+
+@dataclass
+class _Pool:
+    kept: list[_Connection] = field(default_factory=list)
+
+    def put_back(self, origin: Origin, conn: _Connection) -> None:
+        self.kept.append(conn)
+
+
+@dataclass
+class Relayed:
+    messages: list[Message]
+    result: RelayResult
+    reused: bool
+
+    @property
+    def bodies(self) -> list[Message]:
+        return [m for m in self.messages if m["type"] == "http.response.body"]
+
+    @property
+    def events(self) -> list[Any]:
+        text = b"".join(m["body"] for m in self.bodies).decode()
+        return [
+            e[6:] if e == "data: [DONE]" else json.loads(e[6:]) for e in text.split("\n\n") if e
+        ]
+
+
+async def relay(reads: list[bytes]) -> Relayed:
+    """The client's messages for an engine answer arriving as `reads`, each after a
+    client send (the first after the status line)."""
+    loop = asyncio.get_running_loop()
+    conn = _Connection(loop)
+    conn.connection_made(cast(asyncio.BaseTransport, _Transport()))
+    pending = iter([HEAD, *reads])
+    conn.data_received(next(pending))
+    pool = _Pool()
+    response = EngineResponse(cast(EngineClient, pool), Origin("http", "engine", 80), conn)
+    opened = Opened(decision=cast(Any, None), lease=cast(Any, _Lease()), response=response)
+    results: list[RelayResult] = []
+    messages: list[Message] = []
+    never: asyncio.Future[Message] = loop.create_future()
+
+    async def receive() -> Message:
+        return await never
+
+    async def send(message: Message) -> None:
+        messages.append(message)
+        data = next(pending, None)
+        if data is not None:
+            conn.data_received(data)
+
+    async def finish(result: RelayResult) -> None:
+        results.append(result)
+
+    request = cast(Request, type("R", (), {"receive": staticmethod(receive)})())
+    streamed = await relay_stream(
+        opened,
+        request,
+        keep_usage=False,
+        started=time.monotonic(),
+        first_token_timeout_s=5.0,
+        idle_timeout_s=5.0,
+        hold_headers=False,
+        headers={},
+        finish=finish,
+    )
+    await asyncio.wait_for(streamed({"type": "http"}, receive, send), 5.0)
+    return Relayed(messages, results[0], reused=pool.kept == [conn])
+
+
+async def test_done_and_the_engines_end_in_one_read_end_the_response_in_one_message() -> None:
+    relayed = await relay([chunked(TOKEN), chunked(TOKEN), chunked(USAGE + DONE) + END])
+
+    assert [m.get("more_body") for m in relayed.bodies] == [True, True, False]
+    assert relayed.bodies[-1]["body"] == DONE  # the usage chunk was not asked for
+    assert relayed.events[-1] == "[DONE]"
+    assert [e["choices"][0]["delta"]["content"] for e in relayed.events[:-1]] == [" tok"] * 2
+    assert relayed.result.streamed_tokens == 2
+    assert relayed.result.usage is not None and relayed.result.usage.completion_tokens == 2
+    assert relayed.reused
+
+
+async def test_done_before_the_engines_end_is_sent_at_once_and_an_empty_message_ends() -> None:
+    relayed = await relay([chunked(TOKEN), chunked(USAGE + DONE), END])
+
+    assert [(m["body"], m.get("more_body")) for m in relayed.bodies] == [
+        (TOKEN, True),
+        (DONE, True),
+        (b"", False),
+    ]
+    assert relayed.result.streamed_tokens == 1
+    assert relayed.reused
+
+
+async def test_an_event_after_done_in_the_same_read_is_still_forwarded() -> None:
+    relayed = await relay([chunked(TOKEN), chunked(DONE + TOKEN) + END])
+
+    assert [m.get("more_body") for m in relayed.bodies] == [True, True, False]
+    assert relayed.bodies[1]["body"] == DONE + TOKEN
+    assert relayed.bodies[2]["body"] == b""
+    assert relayed.result.streamed_tokens == 2
+    assert relayed.reused
