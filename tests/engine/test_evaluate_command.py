@@ -1,0 +1,168 @@
+"""`specroute engine evaluate` end to end against a real control plane (SQLite, over
+HTTP) and the fake upstream engine, one of whose cases fails: the failure is the case's
+outcome, the evaluation of the others is posted, and the exit code says so."""
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner, Result
+
+from control.app import create_app
+from control.migrate import upgrade
+from control.settings import ControlSettings
+from engine.cli import app as engine_app
+from engine.fake import FakeUpstream
+from specwire.prompts import prompt_digest
+from tests.control.conftest import write_model_dir
+from tests.engine.failing_engine import FailingEngine
+from tests.gateway.server import serve_app
+
+ADMIN = "evaluate-command-token"
+TOKENS = 16
+PROMPTS = ["def f():", "for i in range(3):", "FAIL-ME please", "import os"]
+
+
+@dataclass
+class Setup:
+    control_url: str
+    api: httpx.Client
+    version_id: int
+    case_keys: list[str]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    db_url = f"sqlite:///{tmp_path / 'control.db'}"
+    upgrade(db_url)
+    settings = ControlSettings(
+        data_dir=tmp_path,
+        database_url=db_url,
+        admin_token=ADMIN,
+        internal_token="unused",
+        model_roots=[tmp_path],
+    )
+    with (
+        serve_app(create_app(settings)) as url,
+        httpx.Client(
+            base_url=url + "/admin/v1", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
+        ) as api,
+    ):
+        target, draft = write_model_dir(tmp_path / "target"), write_model_dir(tmp_path / "draft")
+        pair = _created(api.post("/pairs", json={"name": "tiny"}))
+        version = _created(
+            api.post(
+                f"/pairs/{pair['id']}/versions",
+                json={
+                    "method": "draft_model",
+                    "target_ref": str(target),
+                    "draft_ref": str(draft),
+                    "num_speculative_tokens": 3,
+                },
+            )
+        )
+        store = tmp_path / "prompts.jsonl"
+        cases: list[dict[str, Any]] = []
+        with store.open("w") as f:
+            for i, text in enumerate(PROMPTS):
+                messages = [{"role": "user", "content": text}]
+                f.write(json.dumps({"ref": f"p{i}", "messages": messages}) + "\n")
+                cases.append(
+                    {
+                        "case_key": f"case-{i}",
+                        "labels": {"task": "code" if i % 2 else "chat"},
+                        "why": "the segment's typical prompts",
+                        "source": "curated",
+                        "reviewer": "alice",
+                        "supports": "code segment policy",
+                        "refresh_by": "2999-01-01",
+                        "prompt_ref": f"p{i}",
+                        "prompt_sha256": prompt_digest(messages),
+                    }
+                )
+        body = {"name": "evals", "prompt_store": f"file://{store}", "cases": cases}
+        _created(api.post("/eval-sets", json=body))
+        yield Setup(url, api, int(version["id"]), [c["case_key"] for c in cases])
+
+
+def _created(response: httpx.Response) -> Any:
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _evaluate(setup: Setup, engine_url: str, *extra: str) -> Result:
+    args = [
+        "evaluate",
+        "--pair-version",
+        str(setup.version_id),
+        "--eval-set",
+        "evals",
+        "--url",
+        setup.control_url,
+        "--token",
+        ADMIN,
+        "--engine-url",
+        engine_url,
+        "--max-tokens",
+        str(TOKENS),
+        "--cost-ratio",
+        "0.1",
+        "--no-perplexity",
+        *extra,
+    ]
+    return CliRunner(env={"COLUMNS": "200"}).invoke(engine_app, args)
+
+
+def _posted(setup: Setup) -> list[dict[str, Any]]:
+    items = setup.api.get("/evaluations", params={"pair_version_id": setup.version_id})
+    return list(items.json()["items"])
+
+
+def test_a_case_the_engine_fails_is_recorded_and_the_others_are_posted(setup: Setup) -> None:
+    engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), "FAIL-ME", "event")
+    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+        strict = _evaluate(setup, engine_url)
+        tolerant = _evaluate(setup, engine_url, "--max-failed-cases", "1")
+    # Default --max-failed-cases 0: posted with the failure recorded, then exit 1.
+    assert strict.exit_code == 1, strict.output
+    assert "1 of 4 cases failed on the engine" in strict.output
+    assert "case-2 (case-2: engine error" in strict.output
+    assert "more than --max-failed-cases 0: exit 1" in strict.output
+    assert tolerant.exit_code == 0, tolerant.output
+    assert "1 of 4 cases failed on the engine" in tolerant.output
+
+    second, first = _posted(setup)  # newest first
+    for posted in (first, second):
+        # Three measured cases of 8 verification steps each, half of them accepting one
+        # draft: mean acceptance length 1.5; the failed case counts in no aggregate.
+        assert posted["cases"] == 3 and posted["case_result_count"] == 4
+        assert posted["drafts"] == 24
+        assert posted["mean_acceptance_length"] == pytest.approx(1.5)
+        assert posted["position_acceptance"] == pytest.approx([0.5, 0.0, 0.0])
+        assert posted["slices"]["task=chat"]["cases"] == 1
+        assert posted["slices"]["task=code"]["cases"] == 2
+    rows = setup.api.get(f"/evaluations/{first['id']}/cases").json()["items"]
+    by_key = {r["case_key"]: r for r in rows}
+    assert {k: r["outcome"] for k, r in by_key.items()} == {
+        "case-0": "ok",
+        "case-1": "ok",
+        "case-2": "error",
+        "case-3": "ok",
+    }
+    assert (by_key["case-2"]["drafts"], by_key["case-2"]["acceptance_rate"]) == (0, None)
+    assert by_key["case-0"]["drafts"] == 8
+
+
+def test_an_engine_failing_every_case_posts_nothing_and_exits_1(setup: Setup) -> None:
+    engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), '"user"', "status")
+    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+        result = _evaluate(setup, engine_url, "--max-failed-cases", "10")
+    assert result.exit_code == 1, result.output
+    assert engine.failed == 4
+    assert "every one of the 4 cases failed on the engine; nothing posted" in result.output
+    assert "engine answered 500" in result.output
+    assert _posted(setup) == []
