@@ -76,6 +76,13 @@ def evaluate(
     ),
     perplexity: bool = typer.Option(True, help="Also compute the draft's perplexity."),
     post: bool = typer.Option(True, help="Post the result to control (--no-post: print only)."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Write the exact body posted to control (JSON) to this file first: kept when "
+        "the post fails or with --no-post; post it later with `specroute admin evaluation "
+        "create --results FILE`.",
+    ),
     max_failed_cases: int = typer.Option(
         0,
         "--max-failed-cases",
@@ -99,6 +106,7 @@ def evaluate(
         admin_client,
         case_results,
         choose_cost_ratio,
+        dumps,
         evaluation_body,
         measured,
         post_evaluation,
@@ -171,9 +179,23 @@ def evaluate(
                     cases, runs["spec"], runs.get("baseline"), k=k, temperature=temperature
                 ),
             )
+            if out is not None:
+                try:
+                    out.write_text(dumps(body) + "\n")
+                except OSError as exc:
+                    raise EvaluationError(f"--out {out}: {exc}") from exc
+                console.print(f"evaluation body written to {out}")
             posted = None
             if post:
-                posted = post_evaluation(api, body)
+                try:
+                    posted = post_evaluation(api, body)
+                except EvaluationError as exc:
+                    if out is None:
+                        raise
+                    raise EvaluationError(
+                        f"{exc}; the body is kept in {out}: post it with `specroute admin "
+                        f"evaluation create --results {out}`"
+                    ) from exc
     except (EvaluationError, PromptStoreError) as exc:
         console.print(f"[red]{exc}")
         raise typer.Exit(code=1) from exc

@@ -1,6 +1,7 @@
 """`specroute engine evaluate` end to end against a real control plane (SQLite, over
 HTTP) and the fake upstream engine, one of whose cases fails: the failure is the case's
-outcome, the evaluation of the others is posted, and the exit code says so."""
+outcome, the evaluation of the others is posted, and the exit code says so; `--out`
+keeps the exact body posted, also when control is gone, to post later."""
 
 import json
 from collections.abc import Iterator
@@ -13,14 +14,16 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from control.app import create_app
+from control.cli import app as control_app
 from control.migrate import upgrade
 from control.settings import ControlSettings
 from engine.cli import app as engine_app
+from engine.evaluation import run
 from engine.fake import FakeUpstream
 from specwire.prompts import prompt_digest
 from tests.control.conftest import write_model_dir
 from tests.engine.failing_engine import FailingEngine
-from tests.gateway.server import serve_app
+from tests.gateway.server import free_port, serve_app
 
 ADMIN = "evaluate-command-token"
 TOKENS = 16
@@ -166,3 +169,68 @@ def test_an_engine_failing_every_case_posts_nothing_and_exits_1(setup: Setup) ->
     assert "every one of the 4 cases failed on the engine; nothing posted" in result.output
     assert "engine answered 500" in result.output
     assert _posted(setup) == []
+
+
+def test_out_holds_the_exact_body_posted(
+    setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[dict[str, Any]] = []
+    real_post = run.post_evaluation
+
+    def spy(api: Any, body: dict[str, Any]) -> dict[str, Any]:
+        sent.append(json.loads(json.dumps(body)))
+        return real_post(api, body)
+
+    monkeypatch.setattr(run, "post_evaluation", spy)
+    out = tmp_path / "evaluation.json"
+    engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), "FAIL-ME", "status")
+    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+        result = _evaluate(setup, engine_url, "--out", str(out), "--max-failed-cases", "1")
+        printed = tmp_path / "not-posted.json"
+        unposted = _evaluate(setup, engine_url, "--out", str(printed), "--no-post")
+    assert result.exit_code == 0, result.output
+    # --no-post: written, nothing posted; the cost ratio is given, so the same body.
+    assert unposted.exit_code == 1 and "1 of 4 cases failed on the engine" in unposted.output
+    assert json.loads(printed.read_text()) == json.loads(out.read_text())
+    assert f"evaluation body written to {out}" in result.output
+    (body,) = sent
+    assert json.loads(out.read_text()) == body
+    assert body["case_keys"] == setup.case_keys and body["drafts"] == 24
+    assert [r["outcome"] for r in body["case_results"]] == ["ok", "ok", "error", "ok"]
+    (posted,) = _posted(setup)
+    assert (posted["drafts"], posted["cases"], posted["case_result_count"]) == (24, 3, 4)
+
+
+def test_out_keeps_the_body_when_control_is_gone_and_it_posts_later(
+    setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Control answers while the evaluation resolves its cases, then is unreachable.
+    real_post = run.post_evaluation
+
+    def post_to_nowhere(api: Any, body: dict[str, Any]) -> dict[str, Any]:
+        with run.admin_client(f"http://127.0.0.1:{free_port()}", ADMIN) as gone:
+            return real_post(gone, body)
+
+    monkeypatch.setattr(run, "post_evaluation", post_to_nowhere)
+    out = tmp_path / "kept.json"
+    engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), "FAIL-ME", "event")
+    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+        result = _evaluate(setup, engine_url, "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert "control refused the evaluation" in result.output
+    assert f"the body is kept in {out}" in result.output
+    assert _posted(setup) == []
+    kept = json.loads(out.read_text())
+    assert kept["pair_version_id"] == setup.version_id and kept["drafts"] == 24
+    assert kept["mean_acceptance_length"] == pytest.approx(1.5)
+
+    # Posted later, as it was kept: the same evaluation, the engine's failure included.
+    later = CliRunner(
+        env={"SPECROUTE_ADMIN_URL": setup.control_url, "SPECROUTE_ADMIN_TOKEN": ADMIN}
+    ).invoke(control_app, ["admin", "evaluation", "create", "--results", str(out)])
+    assert later.exit_code == 0, later.output
+    (posted,) = _posted(setup)
+    assert (posted["drafts"], posted["cases"], posted["case_result_count"]) == (24, 3, 4)
+    assert posted["position_acceptance"] == kept["position_acceptance"]
+    rows = setup.api.get(f"/evaluations/{posted['id']}/cases").json()["items"]
+    assert {r["case_key"]: r["outcome"] for r in rows}["case-2"] == "error"
