@@ -101,18 +101,20 @@ def evaluate(
     from rich.table import Table
 
     from engine.evaluation.perplexity import draft_perplexity
-    from engine.evaluation.run import (
-        EvaluationError,
-        admin_client,
+    from engine.evaluation.results import (
         case_results,
-        choose_cost_ratio,
         dumps,
         evaluation_body,
         measured,
+        tally,
+    )
+    from engine.evaluation.run import (
+        EvaluationError,
+        admin_client,
+        choose_cost_ratio,
         post_evaluation,
         resolve,
         run_all,
-        tally,
     )
     from specwire.prompts import PromptStoreError
 

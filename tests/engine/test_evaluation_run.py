@@ -8,15 +8,13 @@ from typing import Any
 
 import pytest
 
+from engine.evaluation.results import case_results, measured, tally
 from engine.evaluation.run import (
     CaseRun,
     baseline_timing,
-    case_results,
     choose_cost_ratio,
-    measured,
     run_all,
     spec_timing,
-    tally,
 )
 from engine.fake import FakeUpstream
 from tests.engine.failing_engine import FailingEngine, FailMode
