@@ -83,6 +83,7 @@ def _parse(payload: bytes) -> Any:
 _TOKEN_CHUNK_KEYS = _TOP_LEVEL - {"usage"}
 
 _RAW_NULL = msgspec.Raw(b"null")
+_DONE_FRAME = frame(DONE)
 
 
 class _TokenChoice(msgspec.Struct, forbid_unknown_fields=True):
@@ -113,8 +114,12 @@ assert set(_TokenChoice.__struct_fields__) == _CHOICE
 _token_chunk = msgspec.json.Decoder(_TokenChunk).decode
 
 
-def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> bytes | None:
-    """Client-facing frame for one engine event, or None to swallow it."""
+def client_frame(
+    payload: bytes, *, keep_usage: bool, result: RelayResult, framed: bytes | None = None
+) -> bytes | None:
+    """Client-facing frame for one engine event, or None to swallow it. `framed`:
+    the event's bytes as read, when they equal `frame(payload)`; forwarded as they are
+    when the event passes unchanged."""
     if payload == DONE:
         return frame(payload)
     try:
@@ -131,7 +136,7 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
             if delta.get("content") if type(delta) is dict else choice.text:
                 tokens += 1
         result.streamed_tokens += tokens
-        return frame(payload)
+        return framed if framed is not None else frame(payload)
     try:
         doc = _parse(payload)
     except ValueError:
@@ -150,7 +155,7 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
                     tokens += 1
             else:
                 result.streamed_tokens += tokens
-                return frame(payload)
+                return framed if framed is not None else frame(payload)
     if not isinstance(doc, dict):
         # NOTE: never forwarded (we cannot vet it), and never dropped silently either:
         # a stream of such events used to reach the client as an empty success.
@@ -184,7 +189,7 @@ def client_frame(payload: bytes, *, keep_usage: bool, result: RelayResult) -> by
     if is_clean(doc, keep_usage=keep_usage):
         # NOTE: the common case (nothing to strip) forwards the engine's own bytes:
         # re-encoding every token chunk was a measurable share of the gateway's CPU.
-        return frame(payload)
+        return framed if framed is not None else frame(payload)
     # NOTE: ASCII escapes: a lone surrogate in the engine's text could not be encoded.
     return frame(json.dumps(sanitize(doc, keep_usage=keep_usage)).encode())
 
@@ -240,6 +245,43 @@ async def _next_batch(
         events = splitter.feed(chunk)
         if events:
             return events
+
+
+def _framed(chunk: bytes) -> bool:
+    """`chunk` is one whole one-line event exactly as `frame` writes it: `data: `, a
+    payload starting with `{`, the blank line, and no other line break. Then
+    SSESplitter.feed would give chunk[6:-2] (a CR before the last "\n\n" would be
+    part of a CRLF, hence refused), and `frame` of that is `chunk` again."""
+    return (
+        chunk.startswith(b"data: {")
+        and chunk.endswith(b"\n\n")
+        and chunk.find(b"\n") == len(chunk) - 2
+        and chunk[-3] != 13  # "\r"
+    )
+
+
+async def _next_frames(
+    response: EngineResponse,
+    splitter: SSESplitter,
+    deadline: float,
+    keep_usage: bool,
+    result: RelayResult,
+) -> list[bytes] | None:
+    """The client frames of the engine's next chunk(s) (maybe none: a swallowed usage
+    chunk); None once the stream has ended. Raises as `_next_batch`."""
+    while True:
+        chunk = await response.readany(deadline)
+        if not chunk:
+            tail = splitter.tail()
+            return None if tail is None else _frames([tail], keep_usage, result)
+        if not splitter.buffered and _framed(chunk):
+            # NOTE: the common case, one token event per read (an engine writes each
+            # as one): its bytes go on as read, not split and framed again.
+            out = client_frame(chunk[6:-2], keep_usage=keep_usage, result=result, framed=chunk)
+            return [] if out is None else [out]
+        events = splitter.feed(chunk)
+        if events:
+            return _frames(events, keep_usage, result)
 
 
 async def relay_stream(
@@ -310,8 +352,7 @@ async def relay_stream(
                 return False
         # NOTE: the first frames are ready before a held status line goes out, so
         # the first token follows it at once.
-        batch = first
-        frames = _frames(batch, keep_usage, result)
+        frames = _frames(first, keep_usage, result)
         if hold_headers:
             await send(start)
         while True:
@@ -321,7 +362,9 @@ async def relay_stream(
             # (engine.fake writes them together), the same message ends the response:
             # one send fewer per request, and nothing waited for. Checked only after
             # `[DONE]`, so token reads pay one length comparison.
-            last = batch[-1] == DONE and response.ended and not splitter.buffered
+            last = (
+                bool(frames) and frames[-1] == _DONE_FRAME and response.ended
+            ) and not splitter.buffered
             if frames or last:
                 body = frames[0] if len(frames) == 1 else b"".join(frames)
                 await send({"type": "http.response.body", "body": body, "more_body": not last})
@@ -333,7 +376,9 @@ async def relay_stream(
             try:
                 # NOTE: a deadline the engine connection enforces with one timer per
                 # stream, not asyncio.timeout() per chunk (see EngineResponse.readany).
-                batch = await _next_batch(response, splitter, response.deadline(idle_timeout_s))
+                more = await _next_frames(
+                    response, splitter, response.deadline(idle_timeout_s), keep_usage, result
+                )
             except TimeoutError:
                 result.outcome, result.http_status = "error", 504
                 result.error_code = "idle_timeout"
@@ -353,10 +398,10 @@ async def relay_stream(
                 result.error_code = "engine_event_too_large"
                 await _send_error(send, str(exc), "upstream_error", "engine_event_too_large")
                 return False
-            if not batch:
+            if more is None:
                 drained = True
                 return False
-            frames = _frames(batch, keep_usage, result)
+            frames = more
 
     async def on_close(disconnected: bool) -> None:
         # NOTE: closing (not releasing) an unfinished engine response drops its

@@ -85,9 +85,10 @@ class Relayed:
         ]
 
 
-async def relay(reads: list[bytes]) -> Relayed:
+async def relay(reads: list[bytes], *, paced: bool = False) -> Relayed:
     """The client's messages for an engine answer arriving as `reads`, each after a
-    client send (the first after the status line)."""
+    client send (the first after the status line); `paced`: one every millisecond
+    instead, sends or not."""
     loop = asyncio.get_running_loop()
     conn = _Connection(loop)
     conn.connection_made(cast(asyncio.BaseTransport, _Transport()))
@@ -105,9 +106,18 @@ async def relay(reads: list[bytes]) -> Relayed:
 
     async def send(message: Message) -> None:
         messages.append(message)
+        if not paced:
+            feed()
+
+    def feed() -> None:
         data = next(pending, None)
         if data is not None:
             conn.data_received(data)
+
+    async def pace() -> None:
+        for _ in reads:
+            await asyncio.sleep(0.001)
+            feed()
 
     async def finish(result: RelayResult) -> None:
         results.append(result)
@@ -124,7 +134,10 @@ async def relay(reads: list[bytes]) -> Relayed:
         headers={},
         finish=finish,
     )
+    pacer = asyncio.create_task(pace()) if paced else None
     await asyncio.wait_for(streamed({"type": "http"}, receive, send), 5.0)
+    if pacer is not None:
+        await pacer
     return Relayed(messages, results[0], reused=pool.kept == [conn])
 
 
@@ -160,3 +173,41 @@ async def test_an_event_after_done_in_the_same_read_is_still_forwarded() -> None
     assert relayed.bodies[2]["body"] == b""
     assert relayed.result.streamed_tokens == 2
     assert relayed.reused
+
+
+PAYLOAD = TOKEN[6:-2]
+
+
+async def test_every_spelling_of_a_token_event_reaches_the_client_as_one_form() -> None:
+    spellings = [
+        b"data: " + PAYLOAD + b"\n\n",
+        b"data:" + PAYLOAD + b"\n\n",
+        b"data:  " + PAYLOAD + b"\n\n",
+        b"data: " + PAYLOAD + b"\r\n\r\n",
+        b"data: " + PAYLOAD + b"\r\n\n",
+        b": keep-alive\ndata: " + PAYLOAD + b"\n\n",
+    ]
+    relayed = await relay([chunked(s) for s in spellings] + [chunked(DONE) + END])
+
+    assert [m["body"] for m in relayed.bodies] == [TOKEN] * len(spellings) + [DONE]
+    assert relayed.result.streamed_tokens == len(spellings)
+
+
+async def test_an_event_split_across_reads_is_joined_before_a_whole_one_follows() -> None:
+    reads = [TOKEN[:40], TOKEN[40:-1], TOKEN[-1:], TOKEN, DONE]
+    relayed = await relay([chunked(r) for r in reads] + [END], paced=True)
+
+    assert b"".join(m["body"] for m in relayed.bodies) == TOKEN * 2 + DONE
+    assert relayed.result.streamed_tokens == 2
+
+
+async def test_a_token_event_with_an_engine_field_is_stripped_not_forwarded_as_read() -> None:
+    doc = json.loads(PAYLOAD)
+    doc["choices"][0]["stop_reason"] = None  # vLLM's own, not OpenAI's
+    doc["kv_transfer_params"] = {"x": 1}
+    relayed = await relay([chunked(b"data: " + json.dumps(doc).encode() + b"\n\n"), END])
+
+    (event,) = relayed.events
+    assert "kv_transfer_params" not in event and "stop_reason" not in event["choices"][0]
+    assert event["choices"][0]["delta"]["content"] == " tok"
+    assert relayed.result.streamed_tokens == 1
