@@ -247,41 +247,38 @@ async def _next_batch(
             return events
 
 
-def _framed(chunk: bytes) -> bool:
-    """`chunk` is one whole one-line event exactly as `frame` writes it: `data: `, a
-    payload starting with `{`, the blank line, and no other line break. Then
-    SSESplitter.feed would give chunk[6:-2] (a CR before the last "\n\n" would be
-    part of a CRLF, hence refused), and `frame` of that is `chunk` again."""
-    return (
-        chunk.startswith(b"data: {")
-        and chunk.endswith(b"\n\n")
-        and chunk.find(b"\n") == len(chunk) - 2
-        and chunk[-3] != 13  # "\r"
-    )
-
-
-async def _next_frames(
+async def _next_body(
     response: EngineResponse,
     splitter: SSESplitter,
     deadline: float,
     keep_usage: bool,
     result: RelayResult,
-) -> list[bytes] | None:
-    """The client frames of the engine's next chunk(s) (maybe none: a swallowed usage
-    chunk); None once the stream has ended. Raises as `_next_batch`."""
+) -> bytes | None:
+    """The client's bytes for the engine's next chunk(s) (b"" when none are for it: a
+    usage chunk it did not ask for); None once the stream has ended. Raises as
+    `_next_batch`."""
     while True:
         chunk = await response.readany(deadline)
         if not chunk:
             tail = splitter.tail()
-            return None if tail is None else _frames([tail], keep_usage, result)
-        if not splitter.buffered and _framed(chunk):
-            # NOTE: the common case, one token event per read (an engine writes each
-            # as one): its bytes go on as read, not split and framed again.
+            return None if tail is None else b"".join(_frames([tail], keep_usage, result))
+        # NOTE: the common case, one token event per read (an engine writes each as
+        # one), exactly as `frame` writes it: `data: `, a payload starting with `{`,
+        # "\n\n" and no other line break, no CR before it (that would be a CRLF).
+        # SSESplitter.feed would give chunk[6:-2], and `frame` of that is `chunk`:
+        # its bytes go on as read, not split and framed again.
+        if (
+            chunk.startswith(b"data: {")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1] == 10  # "\n"
+            and chunk[-3] != 13  # "\r"
+            and not splitter.buffered
+        ):
             out = client_frame(chunk[6:-2], keep_usage=keep_usage, result=result, framed=chunk)
-            return [] if out is None else [out]
+            return out or b""
         events = splitter.feed(chunk)
         if events:
-            return _frames(events, keep_usage, result)
+            return b"".join(_frames(events, keep_usage, result))
 
 
 async def relay_stream(
@@ -352,7 +349,7 @@ async def relay_stream(
                 return False
         # NOTE: the first frames are ready before a held status line goes out, so
         # the first token follows it at once.
-        frames = _frames(first, keep_usage, result)
+        body = b"".join(_frames(first, keep_usage, result))
         if hold_headers:
             await send(start)
         while True:
@@ -361,12 +358,9 @@ async def relay_stream(
             # When that read ended with `[DONE]` and the end of the engine's body
             # (engine.fake writes them together), the same message ends the response:
             # one send fewer per request, and nothing waited for. Checked only after
-            # `[DONE]`, so token reads pay one length comparison.
-            last = (
-                bool(frames) and frames[-1] == _DONE_FRAME and response.ended
-            ) and not splitter.buffered
-            if frames or last:
-                body = frames[0] if len(frames) == 1 else b"".join(frames)
+            # `[DONE]`, so token reads pay one suffix comparison.
+            last = body.endswith(_DONE_FRAME) and response.ended and not splitter.buffered
+            if body or last:
                 await send({"type": "http.response.body", "body": body, "more_body": not last})
             if result.extra.get(INVALID_EVENT):
                 return last  # the error event is out; closing drops the engine's request
@@ -376,7 +370,7 @@ async def relay_stream(
             try:
                 # NOTE: a deadline the engine connection enforces with one timer per
                 # stream, not asyncio.timeout() per chunk (see EngineResponse.readany).
-                more = await _next_frames(
+                more = await _next_body(
                     response, splitter, response.deadline(idle_timeout_s), keep_usage, result
                 )
             except TimeoutError:
@@ -401,7 +395,7 @@ async def relay_stream(
             if more is None:
                 drained = True
                 return False
-            frames = more
+            body = more
 
     async def on_close(disconnected: bool) -> None:
         # NOTE: closing (not releasing) an unfinished engine response drops its
