@@ -6,12 +6,15 @@ Prints requests tried, statuses seen and the 5xx count (goal: 0) for
 bench/RESULTS.md; exits 1 if any request got a 5xx. The gateway half serves the
 hostile engine (tests.hostile.upstream) through a real gateway built with the
 test helpers, so it runs from a checkout (tests/ importable), as the tests do.
+With a PostgreSQL URL the control half runs in a fresh database created on that
+server and dropped at the end, so runs never meet each other's rows.
 """
 
 import argparse
 import sys
 import tempfile
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import httpx
@@ -173,6 +176,15 @@ def _print(title: str, tally: Tally, seconds: float, *, bad: str) -> None:
         print("   ", line)
 
 
+def _scratch(database_url: str | None) -> AbstractContextManager[str | None]:
+    """A fresh database on a PostgreSQL server; any other URL (or none) as given."""
+    if database_url is not None and database_url.startswith("postgresql"):
+        from tests.fixtures.db import scratch_postgres_database
+
+        return scratch_postgres_database(database_url)
+    return nullcontext(database_url)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--database-url", default=None)
@@ -182,7 +194,8 @@ def main() -> int:
     failed = False
     with tempfile.TemporaryDirectory() as work:
         started = time.monotonic()
-        control = control_tally(args.database_url, args.per_operation, Path(work))
+        with _scratch(args.database_url) as url:
+            control = control_tally(url, args.per_operation, Path(work))
         backend = (args.database_url or "sqlite").split(":", 1)[0]
         _print(f"control plane ({backend})", control, time.monotonic() - started, bad="5xx")
         failed |= bool(control.server_errors or control.wrong_successes or control.unexpected)
