@@ -1,7 +1,7 @@
 """The relay's CPU per streamed request, in one process, without sockets.
 
     python -m bench.relay_micro [--tokens 64] [--requests 2000] [--repeats 3]
-        [--against OLD_TREE]
+        [--events-per-read 1] [--against OLD_TREE]
 
 With `--against`, a second copy of the `gateway` package is loaded from
 OLD_TREE (e.g. `git archive main gateway | tar -x -C /tmp/old`) into the same
@@ -84,12 +84,14 @@ def _chunked(body: bytes) -> bytes:
     return b"%x\r\n" % len(body) + body + b"\r\n"
 
 
-def engine_reads(tokens: int) -> list[bytes]:
-    """engine.fake's answer as the gateway's reads see it: one event per read."""
+def engine_reads(tokens: int, per_read: int = 1) -> list[bytes]:
+    """engine.fake's answer as the gateway's reads see it: `per_read` token events per
+    read (more than one: as under load, when several wait in the socket buffer)."""
     fake = FakeUpstream(tokens=tokens, interval_s=0.0)
-    token = fake._chunks["chat"]
+    token = _chunked(fake._chunks["chat"])
     final = fake._final_chunks("chat", include_usage=True)
-    return [_HEAD] + [_chunked(token)] * tokens + [_chunked(final) + b"0\r\n\r\n"]
+    reads = [token * min(per_read, tokens - i) for i in range(0, tokens, per_read)]
+    return [_HEAD, *reads, _chunked(final) + b"0\r\n\r\n"]
 
 
 class _Transport:
@@ -213,9 +215,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--events-per-read", type=int, default=1)
     parser.add_argument("--against", type=Path, help="another checkout's root: run old vs new")
     args = parser.parse_args()
-    reads = engine_reads(args.tokens)
+    reads = engine_reads(args.tokens, args.events_per_read)
     trees = {"new": THIS_TREE}
     order = ["new"] * args.repeats
     if args.against is not None:
@@ -241,7 +244,8 @@ def main() -> None:
         }
         for name in trees
     }
-    print(json.dumps({"tokens": args.tokens, "requests": args.requests, **report}, indent=1))
+    head = {"tokens": args.tokens, "events_per_read": args.events_per_read}
+    print(json.dumps({**head, "requests": args.requests, **report}, indent=1))
 
 
 if __name__ == "__main__":
