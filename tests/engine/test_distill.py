@@ -14,7 +14,7 @@ from engine.distill.leakage import ngram_hashes, overlapping
 from engine.pools.local import tiny_pair_dir
 from specwire.artifacts import check_pair
 from specwire.prompts import prompt_digest
-from tests.gateway.server import serve_app
+from tests.gateway.server import serve_control
 
 ADMIN = "distill-admin-token"
 CHATS = [
@@ -72,16 +72,7 @@ def test_distill_writes_a_pairable_draft_resumes_and_documents_itself(tmp_path: 
 
 @pytest.fixture
 def control_url(tmp_path: Path) -> Iterator[str]:
-    from control.app import create_app
-    from control.migrate import upgrade
-    from control.settings import ControlSettings
-
-    db_url = f"sqlite:///{tmp_path / 'control.db'}"
-    upgrade(db_url)
-    settings = ControlSettings(
-        data_dir=tmp_path, database_url=db_url, admin_token=ADMIN, internal_token="unused"
-    )
-    with serve_app(create_app(settings)) as url:
+    with serve_control(tmp_path, ADMIN) as url:
         yield url
 
 

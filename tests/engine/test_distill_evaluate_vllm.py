@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from engine.cli import app as engine_app
 from engine.pools.local import tiny_pair_dir
 from specwire.prompts import prompt_digest
-from tests.gateway.server import serve_app
+from tests.gateway.server import serve_control
 
 pytestmark = pytest.mark.vllm
 
@@ -29,20 +29,9 @@ EVAL = ["def multiply(x, y):", "Tell me about the sea."]
 
 @pytest.fixture
 def control_url(tmp_path: Path) -> Iterator[str]:
-    from control.app import create_app
-    from control.migrate import upgrade
-    from control.settings import ControlSettings
-
-    db_url = f"sqlite:///{tmp_path / 'control.db'}"
-    upgrade(db_url)
-    settings = ControlSettings(
-        data_dir=tmp_path,
-        database_url=db_url,
-        admin_token=ADMIN,
-        internal_token="unused-internal-token",
-        model_roots=[tmp_path, tiny_pair_dir()],
-    )
-    with serve_app(create_app(settings)) as url:
+    with serve_control(
+        tmp_path, ADMIN, "unused-internal-token", model_roots=[tmp_path, tiny_pair_dir()]
+    ) as url:
         yield url
 
 

@@ -13,17 +13,14 @@ import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
-from control.app import create_app
 from control.cli import app as control_app
-from control.migrate import upgrade
-from control.settings import ControlSettings
 from engine.cli import app as engine_app
 from engine.evaluation import run
 from engine.fake import FakeUpstream
 from specwire.prompts import prompt_digest
 from tests.control.conftest import write_model_dir
 from tests.engine.failing_engine import FailingEngine
-from tests.gateway.server import free_port, serve_app
+from tests.gateway.server import free_port, serve_app, serve_control
 
 ADMIN = "evaluate-command-token"
 TOKENS = 16
@@ -40,17 +37,8 @@ class Setup:
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
-    db_url = f"sqlite:///{tmp_path / 'control.db'}"
-    upgrade(db_url)
-    settings = ControlSettings(
-        data_dir=tmp_path,
-        database_url=db_url,
-        admin_token=ADMIN,
-        internal_token="unused",
-        model_roots=[tmp_path],
-    )
     with (
-        serve_app(create_app(settings)) as url,
+        serve_control(tmp_path, ADMIN, model_roots=[tmp_path]) as url,
         httpx.Client(
             base_url=url + "/admin/v1", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
         ) as api,

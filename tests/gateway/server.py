@@ -85,6 +85,29 @@ def serve_app(app: FastAPI) -> Iterator[str]:
 
 
 @contextmanager
+def serve_control(
+    tmp_path: Path, admin_token: str, internal_token: str = "unused", **settings: Any
+) -> Iterator[str]:
+    """A control plane on a migrated SQLite file in `tmp_path`, served as `serve_app`
+    does; yield its base URL. `settings`: any other ControlSettings field."""
+    from control.app import create_app
+    from control.migrate import upgrade
+    from control.settings import ControlSettings
+
+    db_url = f"sqlite:///{tmp_path / 'control.db'}"
+    upgrade(db_url)
+    control = ControlSettings(
+        data_dir=tmp_path,
+        database_url=db_url,
+        admin_token=admin_token,
+        internal_token=internal_token,
+        **settings,
+    )
+    with serve_app(create_app(control)) as url:
+        yield url
+
+
+@contextmanager
 def run_gateway(
     tmp_path: Path, snapshot: PolicySnapshot | None, **settings: Any
 ) -> Iterator[GatewayServer]:

@@ -22,7 +22,13 @@ from control.cli.admin import app as admin_cli
 from engine.pools.local import tiny_pair_dir
 from specwire.replay import ROUTING_FIELDS
 from tests.fixtures.services import require_redis
-from tests.gateway.server import GatewayServer, run_control_gateway, run_gateway, serve_app
+from tests.gateway.server import (
+    GatewayServer,
+    run_control_gateway,
+    run_gateway,
+    serve_app,
+    serve_control,
+)
 
 ADMIN = "e2e-admin-token"
 INTERNAL = "e2e-internal-token"
@@ -30,20 +36,7 @@ INTERNAL = "e2e-internal-token"
 
 @contextmanager
 def _control(tmp_path: Path, redis_url: str | None = None) -> Iterator[str]:
-    from control.app import create_app
-    from control.migrate import upgrade
-    from control.settings import ControlSettings
-
-    db_url = f"sqlite:///{tmp_path / 'control.db'}"
-    upgrade(db_url)
-    settings = ControlSettings(
-        data_dir=tmp_path,
-        database_url=db_url,
-        admin_token=ADMIN,
-        internal_token=INTERNAL,
-        redis_url=redis_url,
-    )
-    with serve_app(create_app(settings)) as url:
+    with serve_control(tmp_path, ADMIN, INTERNAL, redis_url=redis_url) as url:
         yield url
 
 
