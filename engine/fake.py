@@ -126,13 +126,7 @@ class FakeUpstream:
         if kind is None:
             await respond(send, 404, JSON_HEADERS, b'{"error":"not found"}')
             return
-        raw = b""
-        while True:
-            msg = await receive()
-            raw += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
-        req = json.loads(raw or b"{}")
+        req = json.loads(await read_body(receive) or b"{}")
         if req.get("stream"):
             include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
             await self._stream(send, receive, kind, include_usage)
@@ -173,6 +167,16 @@ class FakeUpstream:
             "metrics": self._spec_metrics(),
         }
         return json.dumps(doc).encode()
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body, however many messages it came in."""
+    raw = bytearray()
+    while True:
+        msg = await receive()
+        raw += msg.get("body", b"")
+        if not msg.get("more_body"):
+            return bytes(raw)
 
 
 async def respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:

@@ -5,7 +5,16 @@ request fails mid-generation). Every other request is the fake's own answer."""
 import json
 from typing import Literal
 
-from engine.fake import JSON_HEADERS, SSE_HEADERS, FakeUpstream, Message, Receive, Scope, Send
+from engine.fake import (
+    JSON_HEADERS,
+    SSE_HEADERS,
+    FakeUpstream,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+)
 
 FailMode = Literal["status", "event"]
 
@@ -21,12 +30,7 @@ class FailingEngine:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.inner(scope, receive, send)
             return
-        raw = b""
-        while True:
-            msg = await receive()
-            raw += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        raw = await read_body(receive)
         if self.marker in raw:
             self.failed += 1
             await self._fail(send)
