@@ -33,6 +33,9 @@ VLLM_400 = {
         "code": 400,
     }
 }
+# The gateway's request timeout, and the stall that outlasts it. NOTE: wide enough that
+# the quick answers never meet it on a loaded 2-core machine (0.5 s did, once).
+TIMEOUT_S, STALL_S = 2.0, 4.0
 _CHUNK = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
 
 
@@ -48,7 +51,7 @@ def _engine() -> FastAPI:
         if mode == FAULT:
             return JSONResponse({"error": {"message": "CUDA error", "code": 500}}, 500)
         if mode == STALL:
-            await asyncio.sleep(3.0)
+            await asyncio.sleep(STALL_S)
         if mode == BROKEN:
 
             async def events() -> Any:
@@ -71,7 +74,7 @@ def gateway(tmp_path: Any) -> Iterator[GatewayServer]:
         # worker, so a request the spec pool fails cannot be served there either.
         snapshot = make_snapshot(spec_urls=[url], baseline_urls=[])
         with run_gateway(
-            tmp_path, snapshot, request_timeout_s=0.5, breaker_failure_threshold=1000
+            tmp_path, snapshot, request_timeout_s=TIMEOUT_S, breaker_failure_threshold=1000
         ) as gw:
             yield gw
 
@@ -86,7 +89,7 @@ def _drain(
 ) -> tuple[list[TelemetryWindow], list[RequestRecordDoc]]:
     windows: list[TelemetryWindow] = []
     records: list[RequestRecordDoc] = []
-    for _ in range(250):
+    for _ in range(500):  # 10 s
         for batch in gw.state.aggregator.drain_all():
             windows += batch.windows
             records += batch.requests
