@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -599,6 +600,9 @@ def main() -> None:
         gw_env = {**env, "SPECROUTE_GATEWAY_SNAPSHOT_FILE": str(snap)}
         gw_env.pop("SPECROUTE_GATEWAY_REDIS_URL", None)
         gw_env.pop("SPECROUTE_GATEWAY_GATEWAY_ID", None)
+        # NOTE: stopped by SIGTERM (`timeout`, `kill`) it stops as on Ctrl-C, so the
+        # `finally` below still stops every process it started.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             upstream = subprocess.Popen(upstream_cmd, env=env)
             procs.append(upstream)
@@ -635,7 +639,12 @@ def main() -> None:
                     runs = run_rounds(targets, path, body, c, total, a.rounds, up_proc)
                 results.append(runs)
                 print(f"concurrency {c}: " + ", ".join(f"{r.mode} {r.rps:.1f} req/s" for r in runs))
+        except KeyboardInterrupt:
+            print("interrupted: stopping every process the run started", file=sys.stderr)
+            raise SystemExit(130) from None
         finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut this short
             for proc in reversed(procs):
                 proc.terminate()
             for proc in procs:
