@@ -22,9 +22,11 @@ from specwire import (
     LatencyHistogram,
     LoadSlice,
     LoadTotals,
+    PositionTokens,
     RequestAcceptance,
     TelemetryWindow,
 )
+from specwire.telemetry import UNKNOWN
 
 _EDGES = np.asarray(LATENCY_BUCKETS_MS, dtype=np.float64)
 _LOAD_EDGES = np.asarray(LOAD_BUCKET_EDGES, dtype=np.int64)
@@ -80,6 +82,15 @@ def window_of(
         )
     is_spec = arm is Arm.SPEC
     k = per_position.shape[1]
+    drafted_tokens = int(drafts.sum()) * k if is_spec else 0
+    accepted_tokens = int(accepted.sum())
+    # NOTE: simulated requests carry no per-step arrays, so, as the gateway counts such
+    # requests, all their draft tokens fall in the unknown response-position bucket.
+    positions = (
+        {UNKNOWN: PositionTokens(drafted_tokens=drafted_tokens, accepted_tokens=accepted_tokens)}
+        if drafted_tokens or accepted_tokens
+        else {}
+    )
     return TelemetryWindow(
         segment_id=segment_id,
         arm=arm,
@@ -92,8 +103,9 @@ def window_of(
         prompt_tokens=PROMPT_TOKENS * requests.n,
         completion_tokens=int(tokens[ok].sum()),
         drafts=int(drafts.sum()),
-        drafted_tokens=int(drafts.sum()) * k if is_spec else 0,
-        accepted_tokens=int(accepted.sum()),
+        drafted_tokens=drafted_tokens,
+        accepted_tokens=accepted_tokens,
+        by_response_position=positions,
         accepted_per_position=[int(n) for n in per_position.sum(axis=0)] if is_spec else [],
         ttft=histogram(requests.ttft_ms[ok]),
         tpot=histogram(requests.tpot_ms[multi]),

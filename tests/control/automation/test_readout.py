@@ -75,10 +75,10 @@ def _ingest_with_positions(
     stored spec window."""
     sent = sc.batch(setup, setup.rng, spec_alpha=0.8, spec_tpot_ms=10.0, baseline_tpot_ms=20.0)
     spec = next(w for w in sent.windows if w.arm == Arm.SPEC)
-    if buckets is not None:
-        spec.by_response_position = {
-            b: PositionTokens(drafted_tokens=d, accepted_tokens=a) for b, (d, a) in buckets.items()
-        }
+    spec.by_response_position = {
+        b: PositionTokens(drafted_tokens=d, accepted_tokens=a)
+        for b, (d, a) in (buckets or {}).items()
+    }
     with database.session() as s:
         assert ingest_batch(s, sent).stored == 2
     return spec
