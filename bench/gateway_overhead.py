@@ -539,6 +539,24 @@ def profile_by_package(path: Path, top: int = 12) -> list[str]:
     return [f"- {100 * t / total:4.1f} %  {k}" for k, t in groups.most_common(top)]
 
 
+def _terminate(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)  # a profiled gateway writes its stats on the way out
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM: stop every process the run started, then exit 130 (as after Ctrl-C)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut this short
+    print("interrupted: stopping every process the run started", file=sys.stderr, flush=True)
+    _terminate(procs)
+    os._exit(130)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--concurrency", default="1,64,256")
@@ -600,9 +618,10 @@ def main() -> None:
         gw_env = {**env, "SPECROUTE_GATEWAY_SNAPSHOT_FILE": str(snap)}
         gw_env.pop("SPECROUTE_GATEWAY_REDIS_URL", None)
         gw_env.pop("SPECROUTE_GATEWAY_GATEWAY_ID", None)
-        # NOTE: stopped by SIGTERM (`timeout`, `kill`) it stops as on Ctrl-C, so the
-        # `finally` below still stops every process it started.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        # NOTE: stopped by SIGTERM (`timeout`, `kill`) it stops every process it started
+        # and exits 130 at once, from the handler: raised as KeyboardInterrupt inside the
+        # load generator's event loop, the stop could hang in the loop's own clean-up.
+        signal.signal(signal.SIGTERM, lambda *_: _stop_all(procs))
         try:
             upstream = subprocess.Popen(upstream_cmd, env=env)
             procs.append(upstream)
@@ -645,13 +664,7 @@ def main() -> None:
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut this short
-            for proc in reversed(procs):
-                proc.terminate()
-            for proc in procs:
-                try:
-                    proc.wait(timeout=30)  # a profiled gateway writes its stats on the way out
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            _terminate(procs)
     end_load = os.getloadavg()[0]
     cmd = "python -m bench.gateway_overhead " + " ".join(sys.argv[1:])
     loadgen = ", ".join(
