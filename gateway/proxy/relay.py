@@ -263,17 +263,10 @@ async def _next_body(
             tail = splitter.tail()
             return None if tail is None else b"".join(_frames([tail], keep_usage, result))
         # NOTE: the common case, one token event per read (an engine writes each as
-        # one), exactly as `frame` writes it: `data: `, a payload starting with `{`,
-        # "\n\n" and no other line break, no CR before it (that would be a CRLF).
+        # one), exactly as `frame` writes it: `data: `, a payload starting with `{`.
         # SSESplitter.feed would give chunk[6:-2], and `frame` of that is `chunk`:
         # its bytes go on as read, not split and framed again.
-        if (
-            chunk.startswith(b"data: {")
-            and chunk.find(b"\n") == len(chunk) - 2
-            and chunk[-1] == 10  # "\n"
-            and chunk[-3] != 13  # "\r"
-            and not splitter.buffered
-        ):
+        if splitter.is_one_event(chunk, b"data: {"):
             out = client_frame(chunk[6:-2], keep_usage=keep_usage, result=result, framed=chunk)
             return out or b""
         events = splitter.feed(chunk)

@@ -23,14 +23,24 @@ class SSESplitter:
         self._buffer = b""
         self.max_event_bytes = max_event_bytes
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        if (
+    def is_one_event(self, chunk: bytes, start: bytes = b"data:") -> bool:
+        """`chunk` is exactly one one-line event beginning with `start` and nothing is
+        buffered before it: `feed` would return `[chunk[5:-2].lstrip(b" ")]`.
+
+        A `start` of `b"data: {"` (the form `frame` writes) also makes `frame` of
+        that payload `chunk` itself."""
+        # NOTE: "\n\n" and no other line break, no CR before it (that would be a CRLF;
+        # a lone CR elsewhere is no line break to the loop in `feed` either).
+        return (
             not self._buffer
-            and chunk.startswith(b"data:")
+            and chunk.startswith(start)
             and chunk.find(b"\n") == len(chunk) - 2
-            and chunk.endswith(b"\n\n")
-            and b"\r" not in chunk
-        ):
+            and chunk[-1] == 10  # "\n"
+            and chunk[-3] != 13  # "\r"
+        )
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self.is_one_event(chunk):
             # NOTE: the common case, a read holding exactly one one-line event (an
             # engine writes each token as one); the general loop below costs ~3x more.
             return [chunk[5:-2].lstrip(b" ")]

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from gateway.proxy.sse import EventTooLarge, SSESplitter
+from gateway.proxy.sse import EventTooLarge, SSESplitter, frame
 
 
 def reference(stream: bytes) -> list[bytes]:
@@ -27,6 +27,8 @@ EVENTS = [
     b"event: x\ndata: one\ndata: two\n\n",
     b'data: {"b":2}\r\n\r\n',
     b"id: 3\r\ndata: crlf\r\n\r\n",
+    b'data: {"c":"a\rb"}\n\n',  # a lone CR is no line break
+    b"data: x\r\n\n",
 ]
 
 
@@ -50,3 +52,27 @@ def test_an_unterminated_event_past_the_limit_is_refused_and_dropped() -> None:
     with pytest.raises(EventTooLarge):
         splitter.feed(b"0123456789")
     assert not splitter.buffered
+
+
+def test_a_read_is_one_event_as_frame_writes_it_only_when_its_frame_is_the_read() -> None:
+    reads = {
+        b'data: {"a":1}\n\n': True,
+        b'data: {"c":"a\rb"}\n\n': True,
+        b'data:{"a":1}\n\n': False,
+        b'data:  {"a":1}\n\n': False,
+        b'data: {"a":1}\r\n\n': False,
+        b'data: {"a":1}\n': False,
+        b'data: {"a":1}\n\ndata: {"b":2}\n\n': False,
+        b"data: [DONE]\n\n": False,
+    }
+    got = {}
+    for read, one in reads.items():
+        splitter = SSESplitter()
+        got[read] = splitter.is_one_event(read, b"data: {")
+        if one:
+            (payload,) = splitter.feed(read)
+            assert frame(payload) == read
+    assert got == reads
+    held = SSESplitter()
+    held.feed(b"data: {")
+    assert not held.is_one_event(b'data: {"a":1}\n\n', b"data: {")
