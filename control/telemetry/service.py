@@ -1,7 +1,7 @@
 """Storing telemetry batches idempotently, and reading windows back for the automation."""
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,10 +18,12 @@ from specwire import (
     MOMENT_FIELDS,
     POSITION_BUCKETS,
     Arm,
+    PositionTokens,
     TelemetryAck,
     TelemetryBatch,
     TelemetryWindow,
     WindowCounts,
+    add_response_positions,
 )
 from specwire.telemetry import UNKNOWN
 
@@ -171,28 +173,34 @@ def acceptance_by_response_position(windows: Iterable[WindowCounts]) -> list[Pos
     every bucket in POSITION_BUCKETS order. The tokens a window's buckets leave out (a
     window from a gateway that sent none) count in UNKNOWN, so the buckets add up to the
     windows' drafted_tokens and accepted_tokens."""
-    drafted = dict.fromkeys(POSITION_BUCKETS, 0)
-    accepted = dict.fromkeys(POSITION_BUCKETS, 0)
-    for window in windows:
-        buckets = window.by_response_position
-        for bucket, tokens in buckets.items():
-            drafted[bucket] += tokens.drafted_tokens
-            accepted[bucket] += tokens.accepted_tokens
-        drafted[UNKNOWN] += max(
-            window.drafted_tokens - sum(t.drafted_tokens for t in buckets.values()), 0
-        )
-        accepted[UNKNOWN] += max(
-            window.accepted_tokens - sum(t.accepted_tokens for t in buckets.values()), 0
-        )
+    summed = add_response_positions(_with_remainder(windows))
+    empty = PositionTokens.model_construct(drafted_tokens=0, accepted_tokens=0)
     return [
         PositionAcceptance(
             bucket=bucket,
-            drafted_tokens=drafted[bucket],
-            accepted_tokens=accepted[bucket],
-            acceptance_rate=accepted[bucket] / drafted[bucket] if drafted[bucket] else None,
+            drafted_tokens=(tokens := summed.get(bucket, empty)).drafted_tokens,
+            accepted_tokens=tokens.accepted_tokens,
+            acceptance_rate=(
+                tokens.accepted_tokens / tokens.drafted_tokens if tokens.drafted_tokens else None
+            ),
         )
         for bucket in POSITION_BUCKETS
     ]
+
+
+def _with_remainder(windows: Iterable[WindowCounts]) -> Iterator[dict[str, PositionTokens]]:
+    """Each window's buckets, then what they leave out of its drafted and accepted
+    tokens as UNKNOWN (at least 0: buckets over a window's totals take nothing off)."""
+    for window in windows:
+        buckets = window.by_response_position
+        yield buckets
+        drafted = window.drafted_tokens - sum(t.drafted_tokens for t in buckets.values())
+        accepted = window.accepted_tokens - sum(t.accepted_tokens for t in buckets.values())
+        yield {
+            UNKNOWN: PositionTokens.model_construct(
+                drafted_tokens=max(drafted, 0), accepted_tokens=max(accepted, 0)
+            )
+        }
 
 
 def response_positions_of(session: Session, window_ids: Sequence[int]) -> list[PositionAcceptance]:
