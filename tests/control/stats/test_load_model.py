@@ -168,3 +168,30 @@ def test_the_adjusted_quantile_shifts_each_cells_histogram_along_the_line() -> N
     q = adjusted_quantile(counts, load, midpoints, math.log(2.0), 1.0, 0.5)
     assert q == pytest.approx(math.log(4.0))
     assert adjusted_quantile(counts * 0, load, midpoints, 0.0, 1.0, 0.5) is None
+
+
+def test_a_request_alone_in_its_cell_counts_in_its_blocks_variance() -> None:
+    """A stall alone in its load stratum moves the block's mean: its variance must say so
+    (within-cell spread alone read a heavy-tailed null as z = 13 at one worker)."""
+    rng = np.random.default_rng(7)
+    spec = _cells(rng, [1, 2], level=2.0, slope=0.0, slots=40, per_slot=13)
+    base = _cells(rng, [4, 5, 6], level=2.0, slope=0.0, slots=40, per_slot=2000)
+    # One more spec request in the last slot, at load 0 alone in its stratum, e^6 times
+    # slower than the rest.
+    spec.n[-1, 0], spec.sum_log[-1, 0], spec.sum_sq[-1, 0], spec.load[-1, 0] = 1, 8.0, 64.0, 0
+    spec_line, base_line = fit_line(spec), fit_line(base)
+    assert spec_line is not None and base_line is not None
+    slopes = joint_slopes(spec_line, base_line)
+    adjusted = adjusted_blocks(
+        spec, base, spec_line, base_line, slopes, min_requests=10, target_load=None
+    )
+    assert len(adjusted.blocks) == 40
+    block = adjusted.blocks[-1]
+    assert block.estimate == pytest.approx(6 / 14, abs=0.1)
+    # Its 14 requests spread by ~6 / sqrt(14) about their mean: the mean's variance is
+    # ~(36 * 13 / 14) / 13 / 14, not SIGMA^2 / 13 from the spread inside the cells.
+    assert block.variance == pytest.approx(36 / 14 / 14, rel=0.3)
+    assert block.estimate / math.sqrt(block.variance) < 1.5
+    # The other blocks keep the spread of their requests.
+    typical = float(np.median([b.variance for b in adjusted.blocks[:-1]]))
+    assert typical == pytest.approx(SIGMA**2 / 13, rel=0.3)
