@@ -226,7 +226,7 @@ def build_evidence(
     missing += why
     at = next_stage_.spec_load_next if next_stage_ is not None else None
     if at is not None:
-        ttft, why = stage_comparison(arms, TTFT, at)
+        ttft, why = ttft_at_next_stage(arms, at)
         missing += why
     else:
         ttft = stage.get("ttft")
@@ -433,6 +433,20 @@ def stage_comparison(
         slope_bias=bias,
     )
     return comparison, []
+
+
+def ttft_at_next_stage(arms: Arms, load: float) -> tuple[StageComparison | None, Missing]:
+    """TTFT read at the next stage's load, only where both arms' TTFT lines may be read
+    (their own range, not the end-to-end lines' that the load was checked against)."""
+    lines = arms.lines[TTFT]
+    if lines is not None and not all(line.covers(load) for line in lines[:2]):
+        low = max(max(line.readable[0] for line in lines[:2]), 0.0)
+        high = min(line.readable[1] for line in lines[:2])
+        return None, [
+            f"ttft: the next stage's load {load:.2f} lies beyond what the arms' TTFT lines "
+            f"may be read at ({low:.2f}-{high:.2f})"
+        ]
+    return stage_comparison(arms, TTFT, load)
 
 
 def p95_ratio(arms: Arms, target_load: float | None) -> float | None:
