@@ -13,8 +13,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# Re-installs only when pyproject.toml changed since the last install.
-$(STAMP): pyproject.toml | $(PY)
+# Re-installs only when a file the install reads changed since the last one:
+# pyproject.toml (metadata, dependencies) or setup.py (its build_py step). MANIFEST.in
+# shapes the sdist only, not this editable install.
+$(STAMP): pyproject.toml setup.py | $(PY)
 	@# compat: the checkout's root goes on sys.path, so bench/ and demo/ (kept out of
 	@# the wheel) import from a development install as they do from `make demo`.
 	$(PIP) install -e '.[$(EXTRAS)]' --config-settings editable_mode=compat
