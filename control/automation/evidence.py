@@ -60,7 +60,8 @@ class StageComparison(BaseModel):
     """Latency of one metric over the current stage, both arms read at one load (each
     arm's line over load, `control.stats.load_model`): speedup = base / spec. The
     interval is the blocks' always-valid interval widened by `slope_bias`, the bound on
-    what the slopes' errors can add over the distances they were applied."""
+    what the slopes' errors and the lines' straightness (`curvature_bias`) can add over
+    the distances the arms were moved."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -127,8 +128,8 @@ class LatencyGuard(BaseModel):
     margin: float
     cusum: CusumResult
     # Each block compares the arms at the spec arm's load; the baseline is moved there
-    # along its line, and the bound on its slope's error over that distance raises the
-    # CUSUM's null (margin + slope_bias, in log units).
+    # along its line, and the bound on its slope's error and the line's straightness over
+    # that distance raises the CUSUM's null (margin + slope_bias, in log units).
     spec_load: float | None = None
     baseline_load: float | None = None
     slope_bias: float = 0.0

@@ -34,8 +34,9 @@ two are differenced:
 with the block's sampling variance. The slopes' own error is common to every
 block, so it is not folded into the blocks (they would no longer be
 independent): `slope_bias` bounds it separately, from each slope's
-always-valid radius times the distance it is applied over, and the callers add
-that bound to their margins or intervals.
+error times the distance it is applied over, plus the line's own form
+(`curvature_bias`: latency, not its log, is what grows about linearly with an
+engine's batch), and the callers add that bound to their margins or intervals.
 """
 
 from __future__ import annotations
@@ -329,15 +330,38 @@ def _weighted_mean(pairs: list[tuple[float, float]], default: float) -> float:
 
 
 def slope_bias(slopes: SlopePair, adjusted: AdjustedBlocks, alpha: float) -> float:
-    """Bound (log units, two-sided Gaussian at level alpha) on what the slopes' errors can
-    add to the blocks' mean difference over the distances they were applied.
+    """Bound (log units) on what moving the arms along their lines can add to the blocks'
+    mean difference: the slopes' errors over the distances they were applied (two-sided
+    Gaussian at level alpha) plus each arm's `curvature_bias` over its distance.
 
     NOTE: not an always-valid radius: the slopes are nuisances whose error is mostly the
     prior's spread where an arm's own loads do not vary, and a normal-mixture radius
     over so little information would be many times wider than the prior itself."""
     target = adjusted.spec_load if adjusted.target_load is None else adjusted.target_load
-    variance = slopes.error_variance(target - adjusted.spec_load, target - adjusted.baseline_load)
-    return NormalDist().inv_cdf(1 - alpha / 2) * math.sqrt(variance)
+    spec_distance = target - adjusted.spec_load
+    baseline_distance = target - adjusted.baseline_load
+    variance = slopes.error_variance(spec_distance, baseline_distance)
+    return (
+        NormalDist().inv_cdf(1 - alpha / 2) * math.sqrt(variance)
+        + curvature_bias(slopes.spec, spec_distance)
+        + curvature_bias(slopes.baseline, baseline_distance)
+    )
+
+
+def curvature_bias(slope: float, distance: float) -> float:
+    """How far a line in log latency, moved `distance` along `slope`, can sit from an arm
+    whose latency itself (not its log) grows linearly with load at the same slope where
+    it was seen: |s D - ln(1 + s D)|.
+
+    Why: an engine's step time grows about linearly with its batch, so ln latency bends
+    (concave) and a straight line read far from an arm's loads overstates a busy arm's
+    latency at a light load, by ~5 % from 35 requests down to 0 at 0.8 % per request:
+    identical arms at one worker per pool (a 1 % canary's spec worker at ~0.3, the
+    baseline's at ~35) read as a 1.04-1.11x speedup without it. Nothing within an
+    arm's own loads; NOTE: s D is kept above -0.99 (the straight line would reach zero
+    latency), which bounds the allowance at ~3.6 (not readable in practice)."""
+    x = max(slope * distance, -0.99)
+    return abs(x - math.log1p(x))
 
 
 def adjusted_quantile(

@@ -14,6 +14,7 @@ from control.stats.load_model import (
     ArmCells,
     adjusted_blocks,
     adjusted_quantile,
+    curvature_bias,
     fit_line,
     joint_slopes,
     slope_bias,
@@ -195,3 +196,48 @@ def test_a_request_alone_in_its_cell_counts_in_its_blocks_variance() -> None:
     # The other blocks keep the spread of their requests.
     typical = float(np.median([b.variance for b in adjusted.blocks[:-1]]))
     assert typical == pytest.approx(SIGMA**2 / 13, rel=0.3)
+
+
+def test_identical_arms_far_apart_in_load_are_not_read_as_different() -> None:
+    """Both arms' latency grows linearly with load (as an engine's step time does with its
+    batch), so ln latency bends; the spec arm is seen at 0, the baseline at 30-40 (one
+    worker per pool at a 1 % canary). The straight line read at 0 overstates the
+    baseline; the curvature allowance keeps the interval around no difference."""
+    rng = np.random.default_rng(11)
+    a, b = 40.0, 0.6  # ms per token, + ms per request in flight: 1.5 % per request at 0
+
+    def arm(loads: list[float], per_slot: int, slots: int = 20) -> ArmCells:
+        """`per_slot` requests a slot, spread evenly over `loads` (one stratum each)."""
+        shape = (slots, N_STRATA)
+        n, s1, s2, load = (np.zeros(shape) for _ in range(4))
+        for j, x in enumerate(loads):
+            count = per_slot // len(loads)
+            y = math.log(a + b * x) + rng.normal(0.0, SIGMA, (slots, count))
+            n[:, j], s1[:, j], s2[:, j], load[:, j] = count, y.sum(1), (y * y).sum(1), x
+        return ArmCells(n, s1, s2, load)
+
+    spec, base = arm([0.0], per_slot=40), arm([30.0, 33.0, 36.0, 40.0], per_slot=2000)
+    spec_line, base_line = fit_line(spec), fit_line(base)
+    assert spec_line is not None and base_line is not None
+    slopes = joint_slopes(spec_line, base_line)
+    adjusted = adjusted_blocks(
+        spec, base, spec_line, base_line, slopes, min_requests=40, target_load=None
+    )
+    information = sum(1 / blk.variance for blk in adjusted.blocks)
+    estimate = sum(blk.estimate / blk.variance for blk in adjusted.blocks) / information
+    sampling = 3 / math.sqrt(information)
+    # The straight line puts the baseline ~6 % too slow at load 0: spec reads faster.
+    assert estimate < -0.04
+    assert abs(estimate) > sampling + slope_bias(slopes, adjusted, 0.01) - curvature_bias(
+        slopes.baseline, -adjusted.baseline_load
+    )
+    # With the allowance the interval holds no difference.
+    assert abs(estimate) < sampling + slope_bias(slopes, adjusted, 0.01)
+    assert curvature_bias(slopes.baseline, 0.5) < 1e-4  # nothing within an arm's loads
+
+
+def test_the_curvature_allowance_is_the_gap_to_a_linear_latency() -> None:
+    # From 35 down to 0 at slope 0.0084 in ln units: ln(1 - 0.294) against -0.294.
+    assert curvature_bias(0.0084, -35.0) == pytest.approx(-0.294 - math.log(1 - 0.294))
+    assert curvature_bias(0.0, 50.0) == 0.0
+    assert curvature_bias(0.01, -200.0) == pytest.approx(-0.99 - math.log(0.01))
