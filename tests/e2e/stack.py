@@ -1,19 +1,19 @@
 """The real stack the end-to-end tests stand up around the session vLLM servers.
 
-- `control_plane`: control's API under uvicorn on a migrated SQLite file;
 - `engine_agents`: the engine agent beside each session server, enrolled for its
   pool through the admin API and heartbeating to control;
 - `automation_worker`: a real Celery worker (in a thread) on the automation app
   with control's own settings, so it shares control's database and broker and
   also runs the guard tasks control sends when telemetry lands;
 - `wait_routable`: until a gateway polling control sees healthy workers.
+
+Control's API itself (under uvicorn on a migrated SQLite file) is
+`tests.gateway.server.serve_control`.
 """
 
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
 from celery.contrib.testing.worker import start_worker
 from kombu.transport import sqlalchemy as sql_transport
@@ -25,33 +25,7 @@ from engine.agent.client import ControlClient
 from engine.agent.heartbeat import HeartbeatAgent, WorkerProbe
 from specwire.admin_client import AdminClient
 from tests.fixtures.vllm import RunningServer
-from tests.gateway.server import GatewayServer, serve_app
-
-
-@dataclass(frozen=True)
-class ControlPlane:
-    url: str
-    db_url: str
-    settings: ControlSettings
-
-
-@contextmanager
-def control_plane(
-    tmp_path: Path, *, admin_token: str, internal_token: str
-) -> Iterator[ControlPlane]:
-    from control.app import create_app
-    from control.migrate import upgrade
-
-    db_url = f"sqlite:///{tmp_path / 'control.db'}"
-    upgrade(db_url)
-    settings = ControlSettings(
-        data_dir=tmp_path,
-        database_url=db_url,
-        admin_token=admin_token,
-        internal_token=internal_token,
-    )
-    with serve_app(create_app(settings)) as url:
-        yield ControlPlane(url=url, db_url=db_url, settings=settings)
+from tests.gateway.server import GatewayServer
 
 
 @contextmanager

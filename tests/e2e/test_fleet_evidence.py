@@ -39,14 +39,14 @@ from control.models import TelemetryWindowRow
 from engine.pools.local import tiny_spec_pool
 from engine.pools.probe_prompts import CODE_PROMPTS
 from specwire.admin_client import AdminClient
-from tests.e2e.stack import control_plane, engine_agents, wait_routable
+from tests.e2e.stack import engine_agents, wait_routable
 from tests.fixtures.vllm import (
     STARTUP_TIMEOUT_S,
     RunningServer,
     launch_tiny_server,
     require_tiny_pair,
 )
-from tests.gateway.server import GatewayServer, run_control_gateway
+from tests.gateway.server import GatewayServer, run_control_gateway, serve_control
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -252,7 +252,7 @@ def test_fleet_evidence_forms_at_the_next_stage_load_with_two_spec_workers(
     tmp_path: Path, fleet_servers: dict[str, RunningServer]
 ) -> None:
     started = time.monotonic()
-    with control_plane(tmp_path, admin_token=ADMIN, internal_token=INTERNAL) as control:
+    with serve_control(tmp_path, ADMIN, INTERNAL) as control:
         admin = AdminClient(control.url, ADMIN)
         parts = _register(admin)
         rollout_id = parts["rollout_id"]

@@ -39,15 +39,9 @@ from engine.pools.probe_prompts import CODE_PROMPTS
 from gateway.decision.cohort import in_spec_cohort
 from specwire.admin_client import AdminClient
 from specwire.prompts import prompt_digest
-from tests.e2e.stack import (
-    ControlPlane,
-    automation_worker,
-    control_plane,
-    engine_agents,
-    wait_routable,
-)
+from tests.e2e.stack import automation_worker, engine_agents, wait_routable
 from tests.fixtures.vllm import RunningServer, require_tiny_pair
-from tests.gateway.server import GatewayServer, run_control_gateway
+from tests.gateway.server import ControlPlane, GatewayServer, run_control_gateway, serve_control
 
 pytestmark = pytest.mark.vllm
 
@@ -238,7 +232,7 @@ def test_a_draft_goes_offline_shadow_canary_on_real_engines(
 ) -> None:
     servers = {"spec": vllm_spec_server, "baseline": vllm_baseline_server}
     with (
-        control_plane(tmp_path, admin_token=ADMIN, internal_token=INTERNAL) as control,
+        serve_control(tmp_path, ADMIN, INTERNAL) as control,
         automation_worker(control.settings) as worker,
     ):
         admin = AdminClient(control.url, ADMIN)

@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 from control.cli.admin import app as admin_cli
 from demo.plan import DEMO_THRESHOLDS, SegmentPlan, provision
 from specwire.admin_client import AdminClient
-from tests.e2e.stack import control_plane, engine_agents, wait_routable
+from tests.e2e.stack import engine_agents, wait_routable
 from tests.fixtures.vllm import RunningServer, require_tiny_pair
-from tests.gateway.server import GatewayServer, run_control_gateway
+from tests.gateway.server import GatewayServer, run_control_gateway, serve_control
 
 pytestmark = pytest.mark.vllm
 
@@ -242,7 +242,7 @@ def test_every_routed_request_has_a_record_and_the_marker_is_nowhere(
     engine_log_sizes = {n: s.log_path.stat().st_size for n, s in servers.items()}
     with (
         _capture_all_logs() as logs,
-        control_plane(tmp_path, admin_token=ADMIN, internal_token=INTERNAL) as control,
+        serve_control(tmp_path, ADMIN, INTERNAL) as control,
     ):
         control_url, db_url = control.url, control.db_url
         admin = AdminClient(control_url, ADMIN)

@@ -72,8 +72,8 @@ def test_distill_writes_a_pairable_draft_resumes_and_documents_itself(tmp_path: 
 
 @pytest.fixture
 def control_url(tmp_path: Path) -> Iterator[str]:
-    with serve_control(tmp_path, ADMIN) as url:
-        yield url
+    with serve_control(tmp_path, ADMIN) as control:
+        yield control.url
 
 
 def test_distill_refuses_prompts_that_overlap_an_eval_set(control_url: str, tmp_path: Path) -> None:

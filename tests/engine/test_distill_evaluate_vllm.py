@@ -31,8 +31,8 @@ EVAL = ["def multiply(x, y):", "Tell me about the sea."]
 def control_url(tmp_path: Path) -> Iterator[str]:
     with serve_control(
         tmp_path, ADMIN, "unused-internal-token", model_roots=[tmp_path, tiny_pair_dir()]
-    ) as url:
-        yield url
+    ) as control:
+        yield control.url
 
 
 def test_distilled_draft_is_registered_and_evaluated_in_vllm(

@@ -38,9 +38,11 @@ class Setup:
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
     with (
-        serve_control(tmp_path, ADMIN, model_roots=[tmp_path]) as url,
+        serve_control(tmp_path, ADMIN, model_roots=[tmp_path]) as control,
         httpx.Client(
-            base_url=url + "/admin/v1", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
+            base_url=control.url + "/admin/v1",
+            headers={"Authorization": f"Bearer {ADMIN}"},
+            timeout=30,
         ) as api,
     ):
         target, draft = write_model_dir(tmp_path / "target"), write_model_dir(tmp_path / "draft")
@@ -77,7 +79,7 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
                 )
         body = {"name": "evals", "prompt_store": f"file://{store}", "cases": cases}
         _created(api.post("/eval-sets", json=body))
-        yield Setup(url, api, int(version["id"]), [c["case_key"] for c in cases])
+        yield Setup(control.url, api, int(version["id"]), [c["case_key"] for c in cases])
 
 
 def _created(response: httpx.Response) -> Any:

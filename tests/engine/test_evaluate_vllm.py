@@ -15,8 +15,8 @@ from engine.cli import app as engine_app
 from engine.evaluation.measure import tokens_per_pass
 from engine.pools.local import tiny_pair_dir
 from specwire.prompts import prompt_digest
-from tests.e2e.stack import control_plane
 from tests.fixtures.vllm import RunningServer
+from tests.gateway.server import serve_control
 
 pytestmark = pytest.mark.vllm
 
@@ -33,7 +33,7 @@ PROMPTS = [
 
 @pytest.fixture
 def control_url(tmp_path: Path) -> Iterator[str]:
-    with control_plane(tmp_path, admin_token=ADMIN, internal_token="unused") as control:
+    with serve_control(tmp_path, ADMIN) as control:
         yield control.url
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -17,6 +17,9 @@ from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
 from specwire import PolicySnapshot, TelemetryWindow
 from tests.gateway.policy import write_snapshot
+
+if TYPE_CHECKING:
+    from control.settings import ControlSettings
 
 
 def free_port() -> int:
@@ -84,12 +87,21 @@ def serve_app(app: FastAPI) -> Iterator[str]:
         thread.join(timeout=15.0)
 
 
+@dataclass(frozen=True)
+class ControlPlane:
+    """A served control plane: its base URL, its database and the settings it runs on."""
+
+    url: str
+    db_url: str
+    settings: "ControlSettings"
+
+
 @contextmanager
 def serve_control(
     tmp_path: Path, admin_token: str, internal_token: str = "unused", **settings: Any
-) -> Iterator[str]:
+) -> Iterator[ControlPlane]:
     """A control plane on a migrated SQLite file in `tmp_path`, served as `serve_app`
-    does; yield its base URL. `settings`: any other ControlSettings field."""
+    does. `settings`: any other ControlSettings field."""
     from control.app import create_app
     from control.migrate import upgrade
     from control.settings import ControlSettings
@@ -104,7 +116,7 @@ def serve_control(
         **settings,
     )
     with serve_app(create_app(control)) as url:
-        yield url
+        yield ControlPlane(url=url, db_url=db_url, settings=control)
 
 
 @contextmanager

@@ -36,8 +36,8 @@ INTERNAL = "e2e-internal-token"
 
 @contextmanager
 def _control(tmp_path: Path, redis_url: str | None = None) -> Iterator[str]:
-    with serve_control(tmp_path, ADMIN, INTERNAL, redis_url=redis_url) as url:
-        yield url
+    with serve_control(tmp_path, ADMIN, INTERNAL, redis_url=redis_url) as control:
+        yield control.url
 
 
 @pytest.fixture
