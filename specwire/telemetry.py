@@ -14,6 +14,8 @@ arms only within the same load bucket.
 It also keeps the drafted and accepted tokens per *response-position bucket*:
 where in the response (0-based token index) each verify step began, so
 acceptance early and late in long answers can be told apart.
+Accepted tokens are a subset of the drafted ones: `accepted_tokens` never exceeds
+`drafted_tokens`, in the window's totals nor in any position bucket.
 """
 
 import math
@@ -22,7 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from specwire.features import Arm
 from specwire.requests import RequestRecordDoc
@@ -136,6 +139,24 @@ class RequestAcceptance(BaseModel):
     judged_sq: int = Field(default=0, ge=0, description="Sum of t_r^2.")
 
 
+# Validation context (`{STORED: True}`) of windows read back from storage: rows
+# stored before accepted <= drafted was checked read as they were stored.
+STORED = "stored"
+
+
+def _at_most_drafted(accepted: int, info: ValidationInfo) -> int:
+    """`accepted_tokens` counts a subset of `drafted_tokens` (validated before it)."""
+    drafted = info.data.get("drafted_tokens")
+    stored = isinstance(info.context, dict) and info.context.get(STORED) is True
+    if drafted is not None and accepted > drafted and not stored:
+        raise PydanticCustomError(
+            "accepted_exceeds_drafted",
+            "accepted_tokens ({accepted}) exceeds drafted_tokens ({drafted})",
+            {"accepted": accepted, "drafted": drafted},
+        )
+    return accepted
+
+
 class PositionTokens(BaseModel):
     """Draft tokens of one response-position bucket."""
 
@@ -143,6 +164,8 @@ class PositionTokens(BaseModel):
     accepted_tokens: int = Field(
         default=0, ge=0, description="Of those, the draft tokens the target accepted."
     )
+
+    _accepted_at_most_drafted = field_validator("accepted_tokens")(_at_most_drafted)
 
 
 class WindowCounts(BaseModel):
@@ -171,7 +194,9 @@ class WindowCounts(BaseModel):
     completion_tokens: int = Field(default=0, ge=0)
     drafts: int = Field(default=0, ge=0, description="Draft proposals (target passes).")
     drafted_tokens: int = Field(default=0, ge=0)
-    accepted_tokens: int = Field(default=0, ge=0)
+    accepted_tokens: int = Field(
+        default=0, ge=0, description="Of drafted_tokens, those the target accepted."
+    )
     accepted_per_position: list[int] = Field(
         default_factory=list, description="Accepted tokens at draft position i (0-based)."
     )
@@ -194,6 +219,8 @@ class WindowCounts(BaseModel):
         "gateway that fills it, the buckets add up to drafted_tokens and accepted_tokens; "
         "empty from older gateways.",
     )
+
+    _accepted_at_most_drafted = field_validator("accepted_tokens")(_at_most_drafted)
 
     @field_validator("by_response_position")
     @classmethod

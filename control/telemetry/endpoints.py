@@ -14,8 +14,9 @@ from control.api.errors import error_responses
 from control.api.ids import MAX_ID
 from control.errors import InvalidRequest
 from control.telemetry import repository
-from control.telemetry.service import window_from_row
+from control.telemetry.service import window_fields
 from specwire import TelemetryWindow
+from specwire.telemetry import STORED
 
 router = APIRouter(prefix="/telemetry", tags=["telemetry"])
 
@@ -39,11 +40,10 @@ def list_telemetry_windows(
     wanted = _parse_ids(ids)
     rows = repository.windows_by_ids(session, wanted)
     return [
-        StoredWindow(
-            id=row.id,
-            source=row.source,
-            received_at=row.received_at,
-            **window_from_row(row).model_dump(),
+        StoredWindow.model_validate(
+            {"id": row.id, "source": row.source, "received_at": row.received_at}
+            | window_fields(row),
+            context={STORED: True},
         )
         for row in rows
     ]

@@ -25,7 +25,7 @@ from specwire import (
     WindowCounts,
     add_response_positions,
 )
-from specwire.telemetry import UNKNOWN
+from specwire.telemetry import STORED, UNKNOWN
 
 log = logging.getLogger(__name__)
 
@@ -101,25 +101,31 @@ def ingest_batch(session: Session, batch: TelemetryBatch) -> TelemetryAck:
     return TelemetryAck(stored=stored, duplicates=total - stored, requests_stored=records)
 
 
-def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:
+def window_fields(row: TelemetryWindowRow) -> dict[str, Any]:
+    """The stored row as the fields of its `TelemetryWindow`, unvalidated."""
     histograms = row.histograms or {}
     moments = row.moments or {}
-    return TelemetryWindow(
-        segment_id=row.segment_id if row.segment_id != NONE_ID else None,
-        arm=Arm(row.arm),
-        pair_version_id=row.pair_version_id if row.pair_version_id != NONE_ID else None,
-        rollout_id=row.rollout_id,
-        window_start=row.window_start,
-        window_seconds=row.window_seconds,
+    return {
+        "segment_id": row.segment_id if row.segment_id != NONE_ID else None,
+        "arm": Arm(row.arm),
+        "pair_version_id": row.pair_version_id if row.pair_version_id != NONE_ID else None,
+        "rollout_id": row.rollout_id,
+        "window_start": row.window_start,
+        "window_seconds": row.window_seconds,
         **{name: getattr(row, name) for name in COUNTER_FIELDS},
-        accepted_per_position=list(row.accepted_per_position or []),
+        "accepted_per_position": list(row.accepted_per_position or []),
         **{name: histograms.get(name, {}) for name in HISTOGRAM_FIELDS},
-        by_load=histograms.get("by_load", []),
+        "by_load": histograms.get("by_load", []),
         # NOTE: a histogram or moment added after a row was stored reads as empty (zeros).
         **{name: moments.get(name, {}) for name in MOMENT_FIELDS},
-        output_contract=moments.get("output_contract", {}),
-        by_response_position=row.by_response_position or {},
-    )
+        "output_contract": moments.get("output_contract", {}),
+        "by_response_position": row.by_response_position or {},
+    }
+
+
+def window_from_row(row: TelemetryWindowRow) -> TelemetryWindow:
+    # NOTE: STORED: a row stored before ingestion refused accepted > drafted still reads.
+    return TelemetryWindow.model_validate(window_fields(row), context={STORED: True})
 
 
 def list_windows(

@@ -72,7 +72,7 @@ def spec_stats(doc: dict[str, Any]) -> SpecStats | None:
             by_position = by_response_position(
                 [int(a) for a in steps_accepted], [int(d) for d in steps_drafted]
             )
-        return SpecStats(
+        stats = SpecStats(
             drafts=int(sd.get("num_spec_steps", sum(histogram))),
             drafted_tokens=int(sd.get("num_draft_tokens", 0)),
             accepted_tokens=int(sd.get("num_accepted_draft_tokens", sum(per_position))),
@@ -81,6 +81,12 @@ def spec_stats(doc: dict[str, Any]) -> SpecStats | None:
         )
     except (TypeError, ValueError):
         return None
+    # NOTE: counts the telemetry contract refuses (negative, or more tokens accepted than
+    # drafted) would make control refuse the gateway's whole batch: no stats instead.
+    counts = (stats.drafts, stats.drafted_tokens, stats.accepted_tokens, *per_position)
+    if min(counts) < 0 or stats.accepted_tokens > stats.drafted_tokens:
+        return None
+    return stats
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,8 @@ def _moments(kind: type[LoadTotals] | type[RequestAcceptance], seed: int) -> dic
 
 
 def _full_window() -> TelemetryWindow:
-    """A window with every counter set, each to its own value."""
+    """A window with every counter set, each to its own value (counted down: accepted
+    tokens come after drafted ones in COUNTER_FIELDS and may not exceed them)."""
     return TelemetryWindow(
         segment_id=3,
         arm=Arm.SPEC,
@@ -61,7 +62,7 @@ def _full_window() -> TelemetryWindow:
         rollout_id=5,
         window_start=START,
         window_seconds=10,
-        **{name: 11 + i for i, name in enumerate(COUNTER_FIELDS)},
+        **{name: 11 + len(COUNTER_FIELDS) - i for i, name in enumerate(COUNTER_FIELDS)},
         accepted_per_position=[9, 6, 2],
         **{name: _histogram(20 + i) for i, name in enumerate(HISTOGRAM_FIELDS)},
         by_load=[
@@ -157,6 +158,23 @@ def test_a_response_position_bucket_outside_the_contract_is_refused() -> None:
     sent["by_response_position"] = {"1000+": {"drafted_tokens": 1, "accepted_tokens": 1}}
     with pytest.raises(ValidationError, match="1000"):
         TelemetryWindow.model_validate(sent)
+
+
+def test_more_tokens_accepted_than_drafted_are_refused_in_totals_and_buckets() -> None:
+    sent = _full_window().model_dump(mode="json")
+    equal = {**sent, "accepted_tokens": sent["drafted_tokens"]}
+    assert TelemetryWindow.model_validate(equal).accepted_tokens == sent["drafted_tokens"]
+    with pytest.raises(ValidationError) as totals:
+        TelemetryWindow.model_validate({**sent, "accepted_tokens": sent["drafted_tokens"] + 1})
+    assert [(e["type"], e["loc"]) for e in totals.value.errors()] == [
+        ("accepted_exceeds_drafted", ("accepted_tokens",))
+    ]
+    bucket = {"16-63": {"drafted_tokens": 4, "accepted_tokens": 5}}
+    with pytest.raises(ValidationError) as buckets:
+        TelemetryWindow.model_validate({**sent, "by_response_position": bucket})
+    assert [(e["type"], e["loc"]) for e in buckets.value.errors()] == [
+        ("accepted_exceeds_drafted", ("by_response_position", "16-63", "accepted_tokens"))
+    ]
 
 
 def test_the_ingestion_bounds_every_counter() -> None:

@@ -291,6 +291,54 @@ def test_values_past_the_columns_are_422_naming_the_field(
     assert session.scalar(select(func.count()).select_from(TelemetryBatchRow)) == 0
 
 
+def test_more_accepted_than_drafted_is_422_naming_the_field_and_stores_nothing(
+    app_client: TestClient, session: Session, internal_headers: dict[str, str]
+) -> None:
+    headers = internal_headers | {"content-type": "application/json"}
+    good = window(1, Arm.SPEC, T0, accepted=45).model_dump(mode="json")  # 45 of 45 drafted
+    too_many = {**good, "segment_id": 2, "accepted_tokens": 46}
+    in_a_bucket = {
+        **good,
+        "segment_id": 3,
+        "by_response_position": {"0-15": {"drafted_tokens": 30, "accepted_tokens": 31}},
+    }
+    for bad, param in (
+        (too_many, "windows.1.accepted_tokens"),
+        (in_a_bucket, "windows.1.by_response_position.0-15.accepted_tokens"),
+    ):
+        body = {"gateway_id": "gw", "window_start": T0.isoformat(), "windows": [good, bad]}
+        resp = app_client.post("/internal/v1/telemetry", content=json.dumps(body), headers=headers)
+        assert resp.status_code == 422, resp.text
+        error = resp.json()["error"]
+        assert (error["code"], error["param"]) == ("invalid_value", param)
+        assert [e["type"] for e in error["field_errors"]] == ["accepted_exceeds_drafted"]
+    assert session.scalar(select(func.count()).select_from(TelemetryBatchRow)) == 0
+    assert session.scalar(select(func.count()).select_from(TelemetryWindowRow)) == 0
+    body = {"gateway_id": "gw", "window_start": T0.isoformat(), "windows": [good]}
+    stored = app_client.post("/internal/v1/telemetry", content=json.dumps(body), headers=headers)
+    assert (stored.status_code, stored.json()["stored"]) == (200, 1), stored.text
+
+
+def test_a_row_stored_with_more_accepted_than_drafted_still_reads(
+    app_client: TestClient, session: Session, admin_headers: dict[str, str]
+) -> None:
+    """Rows stored before ingestion refused accepted > drafted read as they were stored."""
+    batch = TelemetryBatch(gateway_id="gw", window_start=T0, windows=[window(1, Arm.SPEC, T0)])
+    assert ingest_batch(session, batch).stored == 1
+    row = session.scalars(select(TelemetryWindowRow)).one()
+    row.accepted_tokens = 50  # of 45 drafted
+    row.by_response_position = {"0-15": {"drafted_tokens": 1, "accepted_tokens": 2}}
+    session.commit()
+    [read] = list_windows(session, start=T0, end=T0 + timedelta(1))
+    assert (read.drafted_tokens, read.accepted_tokens) == (45, 50)
+    assert {b: t.model_dump() for b, t in read.by_response_position.items()} == {
+        "0-15": {"drafted_tokens": 1, "accepted_tokens": 2}
+    }
+    resp = app_client.get(f"/admin/v1/telemetry/windows?ids={row.id}", headers=admin_headers)
+    assert resp.status_code == 200, resp.text
+    assert [(w["id"], w["accepted_tokens"]) for w in resp.json()] == [(row.id, 50)]
+
+
 def test_windows_differing_only_by_rollout_are_both_stored(session: Session) -> None:
     # Two rollouts on one segment (for different models) send baseline windows for
     # the same segment, arm and window: neither may be dropped as a duplicate.

@@ -55,6 +55,21 @@ def test_spec_stats_per_position_from_the_acceptance_histogram() -> None:
     assert usage is not None and (usage.prompt_tokens, usage.completion_tokens) == (9, 12)
 
 
+def test_spec_stats_the_telemetry_contract_would_refuse_are_no_stats() -> None:
+    sd = VLLM_USAGE_CHUNK["metrics"]["speculative_decoding"]  # type: ignore[index]
+    for changed in (
+        {"num_accepted_draft_tokens": 19},  # of 18 drafted
+        {"num_draft_tokens": -1},
+        {"acceptance_histogram": [1, 2, 3, -1]},
+    ):
+        assert spec_stats({"metrics": {"speculative_decoding": sd | changed}}) is None, changed
+    # Without num_draft_tokens, nothing counts as drafted: the histogram's acceptance
+    # (accepted_tokens from it) would exceed it.
+    histogram_only = {"acceptance_histogram": [0, 1]}
+    assert spec_stats({"metrics": {"speculative_decoding": histogram_only}}) is None
+    assert spec_stats({"metrics": {"speculative_decoding": sd | {"num_accepted_draft_tokens": 18}}})
+
+
 async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
     for p in parts:
         yield p

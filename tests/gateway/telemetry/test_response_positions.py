@@ -50,7 +50,9 @@ def test_steps_count_where_they_began() -> None:
 
 
 def test_a_summary_engine_has_no_positions_and_bad_arrays_are_no_stats() -> None:
-    summary = {"metrics": {"speculative_decoding": {"acceptance_histogram": [0, 1]}}}
+    summary = {
+        "metrics": {"speculative_decoding": {"acceptance_histogram": [0, 1], "num_draft_tokens": 1}}
+    }
     stats = spec_stats(summary)
     assert stats is not None and stats.by_response_position is None
     with pytest.raises(ValueError, match="differ in length"):
