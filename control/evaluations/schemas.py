@@ -42,6 +42,18 @@ class CaseOutcome(StrEnum):
 OUTCOME_RANK: dict[str, int] = {o.value: i for i, o in enumerate(CaseOutcome)}
 
 
+class AcceptanceSource(StrEnum):
+    """Where an offline evaluation's acceptance came from: `per_request` the engine's
+    per-request speculative metrics (`--per-request-spec-decode-metrics`), one
+    histogram per case, so every case result carries its acceptance; `engine_counters`
+    the difference of the engine's Prometheus `vllm:spec_decode_*` counters over the
+    whole run (an engine without per-request metrics): the aggregates are exact, the
+    slices and every case's acceptance are not measured (null)."""
+
+    PER_REQUEST = "per_request"
+    ENGINE_COUNTERS = "engine_counters"
+
+
 class EvalCaseCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -147,15 +159,28 @@ class CaseResultCreate(BaseModel):
     case_key: str = Field(min_length=1, max_length=200, pattern=_NAME)
     outcome: CaseOutcome
     completion_tokens: int = Field(ge=0)
-    drafts: int = Field(ge=0, description="Verification steps (target passes) the case took.")
-    accepted_per_position: list[int] = Field(
+    drafts: int | None = Field(
+        ge=0,
+        description="Verification steps (target passes) the case took; null: not measured "
+        "(an evaluation whose acceptance_source is engine_counters).",
+    )
+    accepted_per_position: list[int] | None = Field(
         max_length=64,
         description="[k]: verification steps that accepted draft position i (1..k); "
-        "acceptance is a prefix, so the counts never rise with i.",
+        "acceptance is a prefix, so the counts never rise with i. Null with drafts.",
     )
+
+    @property
+    def measured(self) -> bool:
+        """Whether the case's acceptance was measured (per-request metrics)."""
+        return self.drafts is not None
 
     @model_validator(mode="after")
     def _prefix(self) -> Self:
+        if (self.drafts is None) != (self.accepted_per_position is None):
+            raise ValueError("drafts and accepted_per_position are both null or both set")
+        if self.drafts is None or self.accepted_per_position is None:
+            return self
         counts = self.accepted_per_position
         if any(n < 0 or n > self.drafts for n in counts):
             raise ValueError("accepted_per_position counts lie in [0, drafts]")
@@ -170,7 +195,8 @@ class CaseResult(CaseResultCreate):
     id: int
     evaluation_id: int
     acceptance_rate: float | None = Field(
-        description="Accepted / drafted tokens; null when the case took no verification step."
+        description="Accepted / drafted tokens; null when the case took no verification step "
+        "or its acceptance was not measured (drafts null)."
     )
 
 
@@ -204,6 +230,12 @@ class OfflineEvaluationCreate(BaseModel):
         default=None, max_length=500, description="What the draft was trained on."
     )
     engine_version: str = Field(default="", max_length=50)
+    acceptance_source: AcceptanceSource = Field(
+        default=AcceptanceSource.PER_REQUEST,
+        description="per_request (each case's own metrics) or engine_counters (the "
+        "engine's counters over the whole run: case results carry null drafts and "
+        "accepted_per_position, and there are no slices).",
+    )
     case_results: list[CaseResultCreate] = Field(
         default_factory=list,
         max_length=100_000,
@@ -221,6 +253,14 @@ class OfflineEvaluationCreate(BaseModel):
         keys = [r.case_key for r in self.case_results]
         if len(keys) != len(set(keys)):
             raise ValueError("case_results name each case at most once")
+        per_request = self.acceptance_source is AcceptanceSource.PER_REQUEST
+        if any(r.measured != per_request for r in self.case_results):
+            raise ValueError(
+                "case results carry drafts and accepted_per_position exactly when "
+                "acceptance_source is per_request (null with engine_counters)"
+            )
+        if not per_request and self.slices:
+            raise ValueError("an evaluation from engine_counters measures no slices")
         return self
 
 
@@ -245,6 +285,7 @@ class OfflineEvaluation(BaseModel):
     )
     training_set: str | None
     engine_version: str
+    acceptance_source: AcceptanceSource = AcceptanceSource.PER_REQUEST
     case_result_count: int = Field(default=0, description="Per-case results it carries.")
     actor: str
     created_at: datetime

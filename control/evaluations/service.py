@@ -135,6 +135,7 @@ def create_evaluation(
         stale_case_keys=stale,
         training_set=body.training_set,
         engine_version=body.engine_version,
+        acceptance_source=body.acceptance_source.value,
         case_result_count=len(results),
         actor=actor,
     )
@@ -175,7 +176,11 @@ def case_result_rows(body: OfflineEvaluationCreate, k: int) -> list[EvaluationCa
             f"{len(unknown)} case results name cases not in case_keys: {', '.join(unknown[:5])}",
             details={"param": "case_results", "unknown": unknown[:50]},
         )
-    wrong = [r.case_key for r in body.case_results if len(r.accepted_per_position) != k]
+    wrong = [
+        r.case_key
+        for r in body.case_results
+        if r.accepted_per_position is not None and len(r.accepted_per_position) != k
+    ]
     if wrong:
         raise InvalidRequest(
             f"the pair version drafts {k} tokens; case results of {', '.join(wrong[:5])} "
@@ -189,7 +194,14 @@ def case_result_rows(body: OfflineEvaluationCreate, k: int) -> list[EvaluationCa
             completion_tokens=r.completion_tokens,
             drafts=r.drafts,
             accepted_per_position=r.accepted_per_position,
-            acceptance_rate=sum(r.accepted_per_position) / (r.drafts * k) if r.drafts else None,
+            acceptance_rate=_acceptance_rate(r.drafts, r.accepted_per_position, k),
         )
         for r in body.case_results
     ]
+
+
+def _acceptance_rate(drafts: int | None, accepted: list[int] | None, k: int) -> float | None:
+    """Accepted / drafted tokens; None when the case took no step or was not measured."""
+    if not drafts or accepted is None:
+        return None
+    return sum(accepted) / (drafts * k)

@@ -94,6 +94,11 @@ class OfflineEvaluation(Base):
     # What the draft was trained on (a dataset name or digest), for the leakage audit.
     training_set: Mapped[str | None] = mapped_column(String(500))
     engine_version: Mapped[str] = mapped_column(String(50), default="")
+    # per_request (each case's own metrics) | engine_counters (the engine's counters
+    # over the run: no per-case acceptance, no slices).
+    acceptance_source: Mapped[str] = mapped_column(
+        String(32), default="per_request", server_default="per_request"
+    )
     # Rows it has in evaluation_case_results (0: aggregates only).
     case_result_count: Mapped[int] = mapped_column(default=0)
     actor: Mapped[str] = mapped_column(String(200))
@@ -118,9 +123,11 @@ class EvaluationCaseResult(Base):
     # ok | diverged | error (control.evaluations.outcomes orders them).
     outcome: Mapped[str] = mapped_column(String(16))
     completion_tokens: Mapped[int]
-    # Verification steps (target passes) the case took.
-    drafts: Mapped[int]
-    # [k]: steps that accepted draft position i (1..k).
-    accepted_per_position: Mapped[list[int]] = mapped_column(JSON)
-    # Accepted / drafted tokens; None when the case took no verification step.
+    # Verification steps (target passes) the case took; None: not measured (an
+    # evaluation from engine counters).
+    drafts: Mapped[int | None]
+    # [k]: steps that accepted draft position i (1..k); None with drafts.
+    accepted_per_position: Mapped[list[int] | None] = mapped_column(JSON)
+    # Accepted / drafted tokens; None when the case took no verification step or was
+    # not measured.
     acceptance_rate: Mapped[float | None] = mapped_column(Float)

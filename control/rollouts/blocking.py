@@ -12,10 +12,15 @@ the set, the one the offline gate reads) when:
   reference's outcome);
 - its outcome is worse than in the reference evaluation (`ok` < `diverged` <
   `error`), or, with no reference result for the case, anything but `ok`;
+- its acceptance was not measured (an evaluation whose `acceptance_source` is
+  `engine_counters`: the engine had no per-request metrics, so the case result
+  carries no drafts): the acceptance rule cannot be checked, and a blocking case
+  is never passed on evidence that was not taken, with or without a reference;
 - its acceptance rate is more than `ACCEPTANCE_SLACK` below the reference's.
 
 The reference is the incumbent's evaluation: the latest offline evaluation with
-per-case results, on an eval set of the same name (any version), of the pair
+per-case results measured per request (`acceptance_source` `per_request`), on an
+eval set of the same name (any version), of the pair
 version of the segment's latest other rollout that reached `full`. A segment
 that never ran a pair in full has no reference; only the absolute rules apply.
 Rerunning the candidate's evaluation cannot lower the bar: the reference is
@@ -30,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from control.errors import Conflict
 from control.evaluations import repository as eval_repo
-from control.evaluations.schemas import OUTCOME_RANK, CaseOutcome
+from control.evaluations.schemas import OUTCOME_RANK, AcceptanceSource, CaseOutcome
 from control.models import Decision, EvalCase, EvalSet, OfflineEvaluation, Rollout
 from specwire import RolloutState
 
@@ -63,7 +68,8 @@ class BlockingCheck:
 def reference_evaluation(
     session: Session, rollout: Rollout, set_name: str
 ) -> OfflineEvaluation | None:
-    """The incumbent's latest evaluation with per-case results on this set name."""
+    """The incumbent's latest evaluation with per-case results measured per request on
+    this set name."""
     incumbent = session.scalar(
         select(Rollout.pair_version_id)
         .join(Decision, Decision.rollout_id == Rollout.id)
@@ -85,6 +91,7 @@ def reference_evaluation(
             OfflineEvaluation.pair_version_id == incumbent,
             EvalSet.name == set_name,
             OfflineEvaluation.case_result_count > 0,
+            OfflineEvaluation.acceptance_source == AcceptanceSource.PER_REQUEST.value,
         )
         .order_by(OfflineEvaluation.id.desc())
         .limit(1)
@@ -101,6 +108,13 @@ def _regression(
     if got.outcome == CaseOutcome.ERROR:
         # NOTE: even where the reference failed it too: equal outcomes are no evidence.
         return {**doc, "reason": "outcome error: the engine failed the case"}
+    if got.drafts is None:
+        return {
+            **doc,
+            "reason": "acceptance not measured (the evaluation's acceptance came from engine "
+            "counters): rerun `specroute engine evaluate` on an engine started with "
+            "--per-request-spec-decode-metrics summary",
+        }
     if ref is None:
         if got.outcome != "ok":
             return {**doc, "reason": f"outcome {got.outcome} (no reference result: must be ok)"}

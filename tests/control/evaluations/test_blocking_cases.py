@@ -40,6 +40,8 @@ def _evaluate(
     version_id: int,
     eval_set: dict[str, Any],
     results: dict[str, tuple[str, list[int]]],
+    *,
+    per_request: bool = True,
 ) -> int:
     keys = [c["case_key"] for c in eval_set["cases"]]
     body = {
@@ -56,11 +58,12 @@ def _evaluate(
                 "case_key": key,
                 "outcome": outcome,
                 "completion_tokens": 20,
-                "drafts": 10,
-                "accepted_per_position": accepted,
+                "drafts": 10 if per_request else None,
+                "accepted_per_position": accepted if per_request else None,
             }
             for key, (outcome, accepted) in results.items()
         ],
+        "acceptance_source": "per_request" if per_request else "engine_counters",
     }
     return int(created(client.post("/admin/v1/evaluations", json=body, headers=headers))["id"])
 
@@ -238,10 +241,58 @@ def test_a_blocking_case_the_engine_failed_blocks_start_and_counts_in_no_aggrega
     assert details["regressions"][0]["reason"] == "outcome error: the engine failed the case"
 
 
+def test_a_blocking_case_whose_acceptance_was_not_measured_blocks_start(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    # An evaluation from engine counters (no per-request metrics): both blocking cases
+    # completed ok, but neither has its own acceptance. No reference exists, yet they
+    # block: a blocking case is not passed on a measurement that was not taken.
+    eval_set = _blocking_set(app_client, admin_headers, seeded)
+    rid, version = seeded["rollout"]["id"], seeded["version"]["id"]
+    both_ok = {"case-0": ("ok", [9, 8, 7]), "case-1": ("ok", [9, 8, 7])}
+    _evaluate(app_client, admin_headers, version, eval_set, both_ok, per_request=False)
+    refused = _start(app_client, admin_headers, rid, **WAIVE_ALL)
+    assert refused.status_code == 409
+    details = refused.json()["error"]["details"]
+    assert details["cases"] == ["case-0", "case-1"]
+    reasons = {r["reason"] for r in details["regressions"]}
+    assert reasons == {
+        "acceptance not measured (the evaluation's acceptance came from engine counters): "
+        "rerun `specroute engine evaluate` on an engine started with "
+        "--per-request-spec-decode-metrics summary"
+    }
+    # The same cases measured per request: start proceeds.
+    _evaluate(app_client, admin_headers, version, eval_set, both_ok)
+    assert _start(app_client, admin_headers, rid).status_code == 200
+
+
+def test_an_evaluation_from_engine_counters_is_never_the_reference(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any], session: Session
+) -> None:
+    from control.rollouts.blocking import reference_evaluation
+
+    eval_set = _blocking_set(app_client, admin_headers, seeded)
+    first, v1 = seeded["rollout"], seeded["version"]
+    both_ok = {"case-0": ("ok", [9, 8, 7]), "case-1": ("ok", [9, 8, 7])}
+    measured = _evaluate(app_client, admin_headers, v1["id"], eval_set, both_ok)
+    assert _start(app_client, admin_headers, first["id"], **WAIVE_ALL).status_code == 200
+    for _ in range(3):
+        promoted = app_client.post(
+            f"/admin/v1/rollouts/{first['id']}/promote", headers=admin_headers
+        )
+        assert promoted.status_code == 200, promoted.text
+    assert promoted.json()["state"] == "full"
+    _evaluate(app_client, admin_headers, v1["id"], eval_set, both_ok, per_request=False)
+    candidate = SimpleNamespace(id=-1, segment_id=seeded["segment"]["id"], pair_version_id=-1)
+    reference = reference_evaluation(session, candidate, "code-evals")  # type: ignore[arg-type]
+    # The incumbent's latest evaluation is the counters one; the reference skips it.
+    assert reference is not None and reference.id == measured
+
+
 def test_an_error_outcome_regresses_even_where_the_reference_failed_the_case_too() -> None:
     case = SimpleNamespace(case_key="case-1", boundary="privacy")
-    error = SimpleNamespace(outcome="error", acceptance_rate=None)
-    ok = SimpleNamespace(outcome="ok", acceptance_rate=0.8)
+    error = SimpleNamespace(outcome="error", acceptance_rate=None, drafts=0)
+    ok = SimpleNamespace(outcome="ok", acceptance_rate=0.8, drafts=10)
     for ref in (error, ok, None):
         found = _regression(case, error, ref, 7)  # type: ignore[arg-type]
         assert found is not None

@@ -122,6 +122,51 @@ def test_bad_case_results_are_refused_with_the_field(
         assert post(bad).status_code == 422, bad
 
 
+def test_an_evaluation_from_engine_counters_carries_cases_without_acceptance(
+    app_client: TestClient,
+    admin_headers: dict[str, str],
+    seeded: dict[str, Any],
+    session: Session,
+) -> None:
+    offline = qualify_offline(app_client, admin_headers, seeded, cases=4)
+    # Posted before the field existed: acceptance measured per request.
+    assert offline["evaluation"]["acceptance_source"] == "per_request"
+    unmeasured = [
+        {**_result(key), "drafts": None, "accepted_per_position": None}
+        for key in ("case-0", "case-1")
+    ]
+    body = evaluation_body(offline, unmeasured) | {"acceptance_source": "engine_counters"}
+    posted = created(app_client.post("/admin/v1/evaluations", json=body, headers=admin_headers))
+    assert posted["acceptance_source"] == "engine_counters"
+    assert posted["case_result_count"] == 2
+    rows = session.scalars(
+        select(EvaluationCaseResult).where(EvaluationCaseResult.evaluation_id == posted["id"])
+    ).all()
+    assert {(r.drafts, r.accepted_per_position, r.acceptance_rate) for r in rows} == {
+        (None, None, None)
+    }
+    page = app_client.get(f"/admin/v1/evaluations/{posted['id']}/cases", headers=admin_headers)
+    assert [(r["drafts"], r["acceptance_rate"]) for r in page.json()["items"]] == [
+        (None, None),
+        (None, None),
+    ]
+
+    def refused(body: dict[str, Any]) -> str:
+        response = app_client.post("/admin/v1/evaluations", json=body, headers=admin_headers)
+        assert response.status_code == 422, response.text
+        return str(response.json()["error"]["message"])
+
+    # Counters with a per-case number, per request without one, half a measurement,
+    # or slices (per-label acceptance) from counters: refused.
+    counters = {"acceptance_source": "engine_counters"}
+    assert "exactly when" in refused(evaluation_body(offline, [_result("case-0")]) | counters)
+    assert "exactly when" in refused(evaluation_body(offline, unmeasured))
+    half = [{**_result("case-0"), "drafts": None}]
+    assert "both null or both set" in refused(evaluation_body(offline, half) | counters)
+    slices = {"slices": {"task=code": {"cases": 2, "drafts": 10}}}
+    assert "no slices" in refused(evaluation_body(offline, unmeasured) | counters | slices)
+
+
 def test_diff_lists_the_cases_that_changed_most_worse_outcomes_first(
     app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
 ) -> None:
