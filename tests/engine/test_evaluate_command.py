@@ -14,9 +14,11 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from control.cli import app as control_app
+from engine.agent.metrics import parse_engine_metrics
 from engine.cli import app as engine_app
 from engine.evaluation import run
 from engine.fake import FakeUpstream
+from specwire import SpecCounters
 from specwire.prompts import prompt_digest
 from tests.control.conftest import write_model_dir
 from tests.engine.failing_engine import FailingEngine
@@ -186,6 +188,7 @@ def test_out_holds_the_exact_body_posted(
     (body,) = sent
     assert json.loads(out.read_text()) == body
     assert body["case_keys"] == setup.case_keys and body["drafts"] == 24
+    assert body["acceptance_source"] == "per_request"
     assert [r["outcome"] for r in body["case_results"]] == ["ok", "ok", "error", "ok"]
     (posted,) = _posted(setup)
     assert (posted["drafts"], posted["cases"], posted["case_result_count"]) == (24, 3, 4)
@@ -224,3 +227,83 @@ def test_out_keeps_the_body_when_control_is_gone_and_it_posts_later(
     assert posted["position_acceptance"] == kept["position_acceptance"]
     rows = setup.api.get(f"/evaluations/{posted['id']}/cases").json()["items"]
     assert {r["case_key"]: r["outcome"] for r in rows}["case-2"] == "error"
+
+
+def _counters(engine_url: str) -> SpecCounters:
+    metrics = parse_engine_metrics(httpx.get(engine_url + "/metrics").text)
+    assert metrics.spec is not None
+    return metrics.spec
+
+
+def test_an_engine_without_per_request_metrics_is_evaluated_from_its_counters(
+    setup: Setup, tmp_path: Path
+) -> None:
+    fake = FakeUpstream(TOKENS, 0.001, "tiny", per_request_metrics=False, spec_counters=True)
+    out = tmp_path / "counters.json"
+    with serve_app(fake) as engine_url:  # type: ignore[arg-type]
+        # Earlier traffic: the counters do not start at zero, only their difference counts.
+        for _ in range(2):
+            body = {"model": "tiny", "prompt": "x", "max_tokens": TOKENS}
+            assert httpx.post(engine_url + "/v1/completions", json=body).status_code == 200
+        before = _counters(engine_url)
+        result = _evaluate(setup, engine_url, "--out", str(out))
+        after = _counters(engine_url)
+    assert result.exit_code == 0, result.output
+    assert before.num_drafts == 16 and after.num_drafts == 48
+    steps = after.num_drafts - before.num_drafts
+    per_position = [
+        a - b
+        for a, b in zip(after.accepted_per_position, before.accepted_per_position, strict=True)
+    ]
+    reached = [steps, *per_position]
+    (posted,) = _posted(setup)
+    assert posted["acceptance_source"] == "engine_counters"
+    assert posted["drafts"] == steps == 32
+    assert posted["position_acceptance"] == pytest.approx(
+        [reached[i + 1] / reached[i] if reached[i] else 0.0 for i in range(3)]
+    )
+    assert posted["mean_acceptance_length"] == pytest.approx(1 + sum(per_position) / steps)
+    assert posted["mean_acceptance_length"] == pytest.approx(1.5)
+    assert posted["cases"] == 4 and posted["slices"] == {}
+    # Every case ran and has its outcome; none has an acceptance of its own.
+    rows = setup.api.get(f"/evaluations/{posted['id']}/cases").json()["items"]
+    assert [(r["outcome"], r["drafts"], r["accepted_per_position"]) for r in rows] == [
+        ("ok", None, None)
+    ] * 4
+    assert {r["acceptance_rate"] for r in rows} == {None}
+    kept = json.loads(out.read_text())
+    assert kept["acceptance_source"] == "engine_counters"
+    assert "acceptance from the engine's vllm:spec_decode_* counters" in result.output
+    assert "by label: not measured" in result.output
+
+
+def test_an_engine_with_neither_source_stops_after_one_case_with_the_flag_to_add(
+    setup: Setup,
+) -> None:
+    fake = FakeUpstream(TOKENS, 0.001, "tiny", per_request_metrics=False)
+    with serve_app(fake) as engine_url:  # type: ignore[arg-type]
+        result = _evaluate(setup, engine_url)
+    assert result.exit_code == 1, result.output
+    assert "gives no acceptance to measure" in result.output
+    assert "--per-request-spec-decode-metrics summary" in result.output
+    # The first case ran alone (8 steps each), the other three never did.
+    assert fake.drafts == 8
+    assert _posted(setup) == []
+
+
+class SharedEngine(FakeUpstream):
+    """Another client's response alongside each case's: the counters count both."""
+
+    def _count(self) -> None:
+        super()._count()
+        super()._count()
+
+
+def test_counters_an_other_client_moved_stop_the_evaluation(setup: Setup) -> None:
+    fake = SharedEngine(TOKENS, 0.001, "tiny", per_request_metrics=False, spec_counters=True)
+    with serve_app(fake) as engine_url:  # type: ignore[arg-type]
+        result = _evaluate(setup, engine_url)
+    assert result.exit_code == 1, result.output
+    assert "the engine generated 128 tokens during the evaluation but its cases" in result.output
+    assert "received 64: another client used it" in result.output
+    assert _posted(setup) == []

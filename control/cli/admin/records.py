@@ -136,6 +136,7 @@ def evaluation_list(
         ("eval set", "eval_set_id"),
         ("cases", "cases"),
         ("mean acc len", lambda e: f"{e['mean_acceptance_length']:.3f}"),
+        ("acceptance from", "acceptance_source"),
         ("speedup by k", speedups),
         (
             "ppl",

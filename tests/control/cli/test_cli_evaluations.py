@@ -112,7 +112,7 @@ def test_evaluations_diff_prints_the_cases_that_changed_most(
     assert [c["case_key"] for c in limited["cases"]] == ["case-2"]
     # The plural alias still lists when given no command.
     listed = ok(cli, "evaluations")
-    assert "mean acc len" in listed and "2.280" in listed
+    assert "mean acc len" in listed and "2.280" in listed and "per_request" in listed
     missing = cli("evaluations", "diff", str(before), "98765")
     assert missing.exit_code == 1 and "error 404" in missing.output
 
