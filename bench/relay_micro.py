@@ -8,16 +8,18 @@ OLD_TREE (e.g. `git archive main gateway | tar -x -C /tmp/old`) into the same
 process, and the two run in ABBA order (old, new, new, old, ...), so a drift
 of the machine's state shifts both alike.
 
-Drives `relay_stream` and its `RelayResponse` with the engine side real from
-the HTTP parser up: a `_Connection` is fed engine.fake's bytes (chunked, one
-token event per read, its last read the final chunk, the usage chunk, `[DONE]`
-and the chunk terminator together, as engine.fake writes them) and the client
-side is uvicorn's own `send` (httptools `RequestResponseCycle`, writing into a
-transport that keeps the bytes), after each of which the engine's next read
-arrives. What it leaves out: sockets, the event loop's I/O and the pre-relay
-pipeline (auth, routing, accounting), so its microseconds are the relay's share
-of a request only. `sends_per_request` counts ASGI messages; `client_bytes` is
-what the client got, compared byte for byte between the two trees.
+Drives `relay_stream` and its `RelayResponse` through gateway.proxy.relay_harness
+(the relay tests' harness; this tree's, whichever tree's relay it drives), with
+the engine side real from the HTTP parser up: a `_Connection` is fed
+engine.fake's bytes (chunked, one token event per read, its last read the final
+chunk, the usage chunk, `[DONE]` and the chunk terminator together, as
+engine.fake writes them) and the client side is uvicorn's own `send` (httptools
+`RequestResponseCycle`, writing into a transport that keeps the bytes), after
+each of which the engine's next read arrives. What it leaves out: sockets, the
+event loop's I/O and the pre-relay pipeline (auth, routing, accounting), so its
+microseconds are the relay's share of a request only. `sends_per_request`
+counts ASGI messages; `client_bytes` is what the client got, compared byte for
+byte between the two trees.
 """
 
 import argparse
@@ -27,47 +29,41 @@ import json
 import logging
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import uvloop
-from fastapi import Request
 from starlette.types import Message
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from engine.fake import FakeUpstream
-from gateway.proxy import engine_http, relay, upstream
-from gateway.proxy.engine_http import EngineClient, Origin, _Connection
 from gateway.proxy.relay import RelayResult
+from gateway.proxy.relay_harness import (
+    HEAD,
+    THESE,
+    RelayModules,
+    ScriptedEngine,
+    Transport,
+    chunked,
+    relay_to,
+)
 
 
-@dataclass(frozen=True)
-class Tree:
-    """The modules of one copy of the gateway package."""
-
-    engine_http: Any
-    relay: Any
-    upstream: Any
-
-
-THIS_TREE = Tree(engine_http, relay, upstream)
-
-
-def load_tree(root: Path) -> Tree:
+def load_tree(root: Path) -> RelayModules:
     """A second, independent copy of `gateway.proxy` from another checkout."""
     ours = {name: mod for name, mod in sys.modules.items() if name.split(".")[0] == "gateway"}
     for name in ours:
         del sys.modules[name]
     sys.path.insert(0, str(root))
     try:
-        tree = Tree(
+        tree = RelayModules(
             importlib.import_module("gateway.proxy.engine_http"),
             importlib.import_module("gateway.proxy.relay"),
             importlib.import_module("gateway.proxy.upstream"),
         )
-        assert Path(tree.relay.__file__).is_relative_to(root), tree.relay.__file__
+        where = tree.relay.__file__
+        assert where is not None and Path(where).is_relative_to(root), where
     finally:
         sys.path.remove(str(root))
         for name in [n for n in sys.modules if n.split(".")[0] == "gateway"]:
@@ -77,83 +73,25 @@ def load_tree(root: Path) -> Tree:
 
 
 _LOG = logging.getLogger("bench.relay_micro")
-_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-
-
-def _chunked(body: bytes) -> bytes:
-    return b"%x\r\n" % len(body) + body + b"\r\n"
 
 
 def engine_reads(tokens: int, per_read: int = 1) -> list[bytes]:
     """engine.fake's answer as the gateway's reads see it: `per_read` token events per
     read (more than one: as under load, when several wait in the socket buffer)."""
     fake = FakeUpstream(tokens=tokens, interval_s=0.0)
-    token = _chunked(fake._chunks["chat"])
+    token = chunked(fake._chunks["chat"])
     final = fake._final_chunks("chat", include_usage=True)
     reads = [token * min(per_read, tokens - i) for i in range(0, tokens, per_read)]
-    return [_HEAD, *reads, _chunked(final) + b"0\r\n\r\n"]
+    return [HEAD, *reads, chunked(final) + b"0\r\n\r\n"]
 
 
-class _Transport:
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None: ...
-    def resume_reading(self) -> None: ...
-    def close(self) -> None: ...
-    def get_extra_info(self, name: str) -> None:
-        return None
-
-
-class _Breaker:
-    def record_success(self) -> None: ...
-    def record_failure(self) -> None: ...
-    def release_trial(self) -> None: ...
-
-
-class _Lease:
-    breaker = _Breaker()
-
-    def release(self) -> None: ...
-
-
-class _Client:
-    def put_back(self, origin: Origin, conn: _Connection) -> None: ...
-
-
-class _Request:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._never: asyncio.Future[Message] = loop.create_future()
-
-    async def receive(self) -> Message:
-        return await self._never
-
-
-async def one_request(tree: Tree, reads: list[bytes], out: list[bytes]) -> tuple[RelayResult, int]:
+async def one_request(
+    tree: RelayModules, reads: list[bytes], out: list[bytes]
+) -> tuple[RelayResult, int]:
     """One streamed request; the client's bytes land in `out`. (result, ASGI sends)."""
-    loop = asyncio.get_running_loop()
-    conn: _Connection = tree.engine_http._Connection(loop)
-    conn.connection_made(cast(asyncio.BaseTransport, _Transport()))
-    pending = iter(reads)
-    conn.data_received(next(pending))
-    origin = tree.engine_http.Origin("http", "e", 80)
-    response = tree.engine_http.EngineResponse(cast(EngineClient, _Client()), origin, conn)
-    opened = tree.upstream.Opened(
-        decision=cast(Any, None), lease=cast(Any, _Lease()), response=response
-    )
-    results: list[RelayResult] = []
+    engine = ScriptedEngine(reads, tree)
     sends = 0
-
-    async def finish(result: RelayResult) -> None:
-        results.append(result)
-
-    client = _Transport()
+    client = Transport()
     client.written = out
     cycle = RequestResponseCycle(
         scope=cast(Any, {"type": "http", "method": "POST", "http_version": "1.1"}),
@@ -176,28 +114,14 @@ async def one_request(tree: Tree, reads: list[bytes], out: list[bytes]) -> tuple
         await uvicorn_send(cast(Any, message))
         # NOTE: the engine's next read arrives after the client's send, so every
         # read holds one event, as at low concurrency.
-        data = next(pending, None)
-        if data is not None:
-            conn.data_received(data)
+        engine.feed()
 
-    request = _Request(loop)
-    relayed = await tree.relay.relay_stream(
-        opened,
-        cast(Request, request),
-        keep_usage=False,
-        started=time.monotonic(),
-        first_token_timeout_s=30.0,
-        idle_timeout_s=30.0,
-        hold_headers=False,
-        headers={},
-        finish=finish,
-    )
-    await relayed({"type": "http"}, request.receive, send)
-    return results[0], sends
+    result = await relay_to(engine, send, modules=tree)
+    return result, sends
 
 
 async def timed(
-    tree: Tree, reads: list[bytes], requests: int
+    tree: RelayModules, reads: list[bytes], requests: int
 ) -> tuple[float, int, RelayResult, bytes]:
     """Microseconds per request over `requests` requests, and the last one's facts."""
     out: list[bytes] = []
@@ -219,7 +143,7 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="another checkout's root: run old vs new")
     args = parser.parse_args()
     reads = engine_reads(args.tokens, args.events_per_read)
-    trees = {"new": THIS_TREE}
+    trees = {"new": THESE}
     order = ["new"] * args.repeats
     if args.against is not None:
         trees["old"] = load_tree(args.against.resolve())

@@ -8,18 +8,14 @@ whether the engine connection was kept for reuse.
 
 import asyncio
 import json
-import time
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
-from fastapi import Request
 from starlette.types import Message
 
-from gateway.proxy.engine_http import EngineClient, EngineResponse, Origin, _Connection
-from gateway.proxy.relay import RelayResult, relay_stream
-from gateway.proxy.upstream import Opened
+from gateway.proxy.relay import RelayResult
+from gateway.proxy.relay_harness import HEAD, ScriptedEngine, chunked, relay_to
 
-HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 TOKEN = b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n'  # noqa: E501
 USAGE = (
     b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m",'
@@ -27,44 +23,6 @@ USAGE = (
 )
 DONE = b"data: [DONE]\n\n"
 END = b"0\r\n\r\n"
-
-
-def chunked(body: bytes) -> bytes:
-    return b"%x\r\n" % len(body) + body + b"\r\n"
-
-
-class _Transport:
-    def __init__(self) -> None:
-        self.closed = False
-
-    def get_extra_info(self, name: str) -> None:
-        return None
-
-    def pause_reading(self) -> None: ...
-    def resume_reading(self) -> None: ...
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class _Breaker:
-    def record_success(self) -> None: ...
-    def record_failure(self) -> None: ...
-    def release_trial(self) -> None: ...
-
-
-class _Lease:
-    breaker = _Breaker()
-
-    def release(self) -> None: ...
-
-
-@dataclass
-class _Pool:
-    kept: list[_Connection] = field(default_factory=list)
-
-    def put_back(self, origin: Origin, conn: _Connection) -> None:
-        self.kept.append(conn)
 
 
 @dataclass
@@ -89,56 +47,24 @@ async def relay(reads: list[bytes], *, paced: bool = False) -> Relayed:
     """The client's messages for an engine answer arriving as `reads`, each after a
     client send (the first after the status line); `paced`: one every millisecond
     instead, sends or not."""
-    loop = asyncio.get_running_loop()
-    conn = _Connection(loop)
-    conn.connection_made(cast(asyncio.BaseTransport, _Transport()))
-    pending = iter([HEAD, *reads])
-    conn.data_received(next(pending))
-    pool = _Pool()
-    response = EngineResponse(cast(EngineClient, pool), Origin("http", "engine", 80), conn)
-    opened = Opened(decision=cast(Any, None), lease=cast(Any, _Lease()), response=response)
-    results: list[RelayResult] = []
+    engine = ScriptedEngine([HEAD, *reads])
     messages: list[Message] = []
-    never: asyncio.Future[Message] = loop.create_future()
-
-    async def receive() -> Message:
-        return await never
 
     async def send(message: Message) -> None:
         messages.append(message)
         if not paced:
-            feed()
-
-    def feed() -> None:
-        data = next(pending, None)
-        if data is not None:
-            conn.data_received(data)
+            engine.feed()
 
     async def pace() -> None:
         for _ in reads:
             await asyncio.sleep(0.001)
-            feed()
+            engine.feed()
 
-    async def finish(result: RelayResult) -> None:
-        results.append(result)
-
-    request = cast(Request, type("R", (), {"receive": staticmethod(receive)})())
-    streamed = await relay_stream(
-        opened,
-        request,
-        keep_usage=False,
-        started=time.monotonic(),
-        first_token_timeout_s=5.0,
-        idle_timeout_s=5.0,
-        hold_headers=False,
-        headers={},
-        finish=finish,
-    )
     pacer = asyncio.create_task(pace()) if paced else None
-    await asyncio.wait_for(streamed({"type": "http"}, receive, send), 5.0)
+    result = await asyncio.wait_for(relay_to(engine, send, timeout_s=5.0), 5.0)
     if pacer is not None:
         await pacer
-    return Relayed(messages, results[0], reused=pool.kept == [conn])
+    return Relayed(messages, result, reused=engine.reused)
 
 
 async def test_done_and_the_engines_end_in_one_read_end_the_response_in_one_message() -> None:
