@@ -24,6 +24,10 @@ from specwire import (
 
 Override = Literal["on", "off"]
 
+# What a request is checked against when no spec pair serves its model: the
+# defaults, built once (read only, never changed).
+_NO_PAIR = PairCapabilities()
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:
@@ -194,7 +198,7 @@ def decide(inp: DecisionInput) -> Decision:
         named = adapter if adapter is not None else model
         raise ModelNotFound(f"The model '{named}' does not exist", param="model")
     spec_pair = _pair(snap, spec_pool)
-    capabilities = spec_pair.capabilities if spec_pair is not None else PairCapabilities()
+    capabilities = spec_pair.capabilities if spec_pair is not None else _NO_PAIR
     incompatible = spec_incompatibility(inp.body, capabilities)
     seeded = seed_not_reproducible(inp.body, inp.features, capabilities)
 

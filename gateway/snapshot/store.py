@@ -13,6 +13,7 @@ class _Loaded:
     snapshot: PolicySnapshot
     etag: str | None
     tenants_by_key_hash: dict[str, tuple[str, TenantSpec]]
+    generated_at: float  # snapshot.generated_at as a timestamp, read once per request
 
 
 class SnapshotStore:
@@ -49,7 +50,12 @@ class SnapshotStore:
             for h in tenant.key_hashes:
                 # A hash listed twice belongs to the first tenant that lists it.
                 by_hash.setdefault(h.lower(), (h.lower(), tenant))
-        self._loaded = _Loaded(snapshot=snapshot, etag=etag, tenants_by_key_hash=by_hash)
+        self._loaded = _Loaded(
+            snapshot=snapshot,
+            etag=etag,
+            tenants_by_key_hash=by_hash,
+            generated_at=snapshot.generated_at.timestamp(),
+        )
         self._confirmed_at = time.time() if confirmed else None
         return True
 
@@ -64,7 +70,7 @@ class SnapshotStore:
         now = time.time() if now is None else now
         reference = self._confirmed_at
         if reference is None:
-            reference = self._loaded.snapshot.generated_at.timestamp()
+            reference = self._loaded.generated_at
         return max(0.0, now - reference)
 
     def tenant_for_key(self, api_key: str) -> TenantSpec | None:
