@@ -20,11 +20,13 @@ event loop's I/O, on both sides.
 
 With `--against`, a second copy of the `gateway` package is loaded from
 OLD_TREE (e.g. `git archive main gateway | tar -x -C /tmp/old`) into the same
-process, its app built by its own `create_app`, and the two run in ABBA order
-(old, new, new, old, ...), so a drift of the machine's state shifts both alike;
-the bytes the client got for the last request of each run are compared between
-the trees. Figures are microseconds of process CPU time (user + system) per
-request, and of wall time beside them. `--profile FILE` runs this tree once
+process, its app built by its own `create_app`; both apps serve in one event
+loop, and batches of `--requests` requests go to them in ABBA order (old, new,
+new, old, ...) x `--repeats`, so a drift of the machine's state shifts both
+alike; the bytes the client got for the last request of each tree are compared
+between the trees, and every batch's last answer is checked whole. Figures are
+microseconds of process CPU time (user + system) per request, and of wall time
+beside them. `--profile FILE` runs this tree once
 under cProfile and writes its stats to FILE (`python -m pstats FILE`).
 """
 
@@ -258,23 +260,49 @@ async def one_request(served: Served, request: bytes) -> bytes:
     return b"".join(served.client.written)
 
 
-async def timed(
-    tree: Tree, reads: list[bytes], requests: int, profile: cProfile.Profile | None = None
+async def batch(
+    served: Served, requests: int, profile: cProfile.Profile | None = None
 ) -> tuple[float, float, bytes]:
     """CPU and wall microseconds per request over `requests` requests, and the last
     request's bytes."""
     request = http_request("bench-request-0001")
-    async with serving(tree, reads) as served:
-        body = await one_request(served, request)  # warm: the pool's connection
-        if profile is not None:
-            profile.enable()
-        cpu, wall = time.process_time(), time.perf_counter()
-        for _ in range(requests):
-            body = await one_request(served, request)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        if profile is not None:
-            profile.disable()
+    if profile is not None:
+        profile.enable()
+    body = b""
+    cpu, wall = time.process_time(), time.perf_counter()
+    for _ in range(requests):
+        body = await one_request(served, request)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    if profile is not None:
+        profile.disable()
     return cpu / requests * 1e6, wall / requests * 1e6, body
+
+
+async def timed(
+    tree: Tree, reads: list[bytes], requests: int, profile: cProfile.Profile | None = None
+) -> tuple[float, float, bytes]:
+    """One tree's app, warmed by one request (the pool's connection), then `batch`."""
+    async with serving(tree, reads) as served:
+        await one_request(served, http_request("bench-request-0001"))
+        return await batch(served, requests, profile)
+
+
+async def interleaved(
+    trees: dict[str, Tree], reads: list[bytes], requests: int, order: list[str]
+) -> dict[str, list[tuple[float, float, bytes]]]:
+    """Every tree's app serving in this one event loop, warmed; then one `batch` of
+    `requests` per entry of `order`, in that order."""
+    runs: dict[str, list[tuple[float, float, bytes]]] = {name: [] for name in trees}
+    async with contextlib.AsyncExitStack() as stack:
+        served = {
+            name: await stack.enter_async_context(serving(tree, reads))
+            for name, tree in trees.items()
+        }
+        for one in served.values():
+            await one_request(one, http_request("bench-request-0001"))
+        for name in order:
+            runs[name].append(await batch(served[name], requests))
+    return runs
 
 
 def check(body: bytes, tokens: int) -> None:
@@ -309,15 +337,13 @@ def main() -> None:
         if args.against is not None:
             trees["old"] = load_tree(args.against.resolve())
             order = ["old", "new", "new", "old"] * args.repeats
-        cpu: dict[str, list[float]] = {name: [] for name in trees}
-        wall: dict[str, list[float]] = {name: [] for name in trees}
-        bodies: dict[str, bytes] = {}
-        for name in order:
-            cpu_us, wall_us, body = uvloop.run(timed(trees[name], reads, args.requests))
+        runs = uvloop.run(interleaved(trees, reads, args.requests, order))
+    cpu = {name: [c for c, _, _ in done] for name, done in runs.items()}
+    wall = {name: [w for _, w, _ in done] for name, done in runs.items()}
+    bodies = {name: done[-1][2] for name, done in runs.items()}
+    for done in runs.values():
+        for _, _, body in done:
             check(body, args.tokens)
-            cpu[name].append(cpu_us)
-            wall[name].append(wall_us)
-            bodies[name] = body
     if len(bodies) == 2:
         assert bodies["old"] == bodies["new"], "the two trees sent different bytes"
 
