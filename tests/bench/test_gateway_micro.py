@@ -8,6 +8,7 @@ import pytest
 import uvloop
 
 from bench import gateway_micro
+from bench.gateway_overhead import write_snapshot
 from bench.relay_micro import engine_reads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def snapshot_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     snap = tmp_path / "snapshot.json"
-    gateway_micro.write_snapshot(snap, "http://127.0.0.1:9")
+    write_snapshot(snap, "http://127.0.0.1:9")
     monkeypatch.setenv("SPECROUTE_GATEWAY_SNAPSHOT_FILE", str(snap))
     monkeypatch.delenv("SPECROUTE_GATEWAY_REDIS_URL", raising=False)
 
