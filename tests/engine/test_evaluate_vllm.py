@@ -1,6 +1,8 @@
 """`specroute engine evaluate` on the real tiny pair in vLLM, against a real control plane:
-the offline evaluation it posts, checked against the engine's own counters."""
+the offline evaluation it posts, checked against the engine's own counters; and on a
+server started without per-request metrics, acceptance read from those counters."""
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -11,11 +13,20 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from engine.agent.metrics import parse_engine_metrics
 from engine.cli import app as engine_app
 from engine.evaluation.measure import tokens_per_pass
-from engine.pools.local import tiny_pair_dir
+from engine.pools.launcher import LaunchOptions, build_server_command
+from engine.pools.local import tiny_pair_dir, tiny_spec_pool
+from engine.pools.server import VllmServer
+from specwire import SpecCounters
 from specwire.prompts import prompt_digest
-from tests.fixtures.vllm import RunningServer
+from tests.fixtures.vllm import (
+    STARTUP_TIMEOUT_S,
+    RunningServer,
+    free_port,
+    require_tiny_pair,
+)
 from tests.gateway.server import serve_control
 
 pytestmark = pytest.mark.vllm
@@ -188,3 +199,114 @@ def test_evaluate_posts_an_offline_evaluation_measured_by_the_engine(
         ],
     )
     assert changed.exit_code == 1 and "sha256 mismatch" in changed.output
+
+
+@pytest.fixture
+def vllm_spec_server_without_per_request_metrics(tmp_path: Path) -> Iterator[VllmServer]:
+    """A speculating tiny server started as the launcher does, less
+    --per-request-spec-decode-metrics (which the launcher always adds)."""
+    command = build_server_command(
+        tiny_spec_pool(require_tiny_pair()), free_port(), LaunchOptions(cpu_cores="0")
+    )
+    argv = list(command.argv)
+    at = argv.index("--per-request-spec-decode-metrics")
+    del argv[at : at + 2]
+    server = VllmServer(dataclasses.replace(command, argv=argv), tmp_path / "vllm.log")
+    server.start()
+    try:
+        server.wait_ready(STARTUP_TIMEOUT_S)
+        yield server
+    finally:
+        server.stop()
+
+
+def test_evaluate_reads_acceptance_from_the_counters_of_an_engine_without_per_request_metrics(
+    control_url: str, vllm_spec_server_without_per_request_metrics: VllmServer, tmp_path: Path
+) -> None:
+    engine_url = vllm_spec_server_without_per_request_metrics.base_url
+    api = _api(control_url)
+    pair_dir = tiny_pair_dir()
+    pair = _created(api.post("/pairs", json={"name": "tiny"}))
+    version = _created(
+        api.post(
+            f"/pairs/{pair['id']}/versions",
+            json={
+                "method": "draft_model",
+                "target_ref": str(pair_dir / "target"),
+                "draft_ref": str(pair_dir / "draft"),
+                "num_speculative_tokens": 3,
+            },
+        )
+    )
+    store = tmp_path / "prompts.jsonl"
+    cases = []
+    with store.open("w") as f:
+        for i, (task, text) in enumerate(PROMPTS[:4]):
+            messages = [{"role": "user", "content": text}]
+            f.write(json.dumps({"ref": f"p{i}", "messages": messages}) + "\n")
+            cases.append(
+                {
+                    "case_key": f"{task}-{i}",
+                    "labels": {"task": task},
+                    "why": "the segment's typical prompts",
+                    "source": "curated",
+                    "reviewer": "alice",
+                    "supports": "code segment policy",
+                    "refresh_by": "2999-01-01",
+                    "prompt_ref": f"p{i}",
+                    "prompt_sha256": prompt_digest(messages),
+                }
+            )
+    body = {"name": "tiny-evals", "prompt_store": f"file://{store}", "cases": cases}
+    _created(api.post("/eval-sets", json=body))
+
+    def counters() -> SpecCounters:
+        spec = parse_engine_metrics(httpx.get(engine_url + "/metrics").text).spec
+        assert spec is not None
+        return spec
+
+    before = counters()
+    result = CliRunner().invoke(
+        engine_app,
+        [
+            "evaluate",
+            "--pair-version",
+            str(version["id"]),
+            "--eval-set",
+            "tiny-evals",
+            "--url",
+            control_url,
+            "--token",
+            ADMIN,
+            "--engine-url",
+            engine_url,
+            "--max-tokens",
+            "24",
+            "--cost-ratio",
+            "0.1",
+            "--no-perplexity",
+            "--concurrency",
+            "2",
+        ],
+    )
+    after = counters()
+    assert result.exit_code == 0, result.output
+    [posted] = api.get("/evaluations", params={"pair_version_id": version["id"]}).json()["items"]
+    # The aggregate is the counters' difference over the run, exactly.
+    steps = after.num_drafts - before.num_drafts
+    reached = [steps] + [
+        a - b
+        for a, b in zip(after.accepted_per_position, before.accepted_per_position, strict=True)
+    ]
+    assert posted["acceptance_source"] == "engine_counters"
+    assert posted["drafts"] == steps > 0 and posted["cases"] == 4
+    assert posted["position_acceptance"] == pytest.approx(
+        [reached[i + 1] / reached[i] if reached[i] else 0.0 for i in range(3)]
+    )
+    accepted = after.num_accepted_tokens - before.num_accepted_tokens
+    assert posted["mean_acceptance_length"] == pytest.approx(1 + accepted / steps)
+    assert posted["slices"] == {}
+    rows = api.get(f"/evaluations/{posted['id']}/cases").json()["items"]
+    assert [(r["outcome"], r["drafts"], r["acceptance_rate"]) for r in rows] == [
+        ("ok", None, None)
+    ] * 4
