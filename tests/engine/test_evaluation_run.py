@@ -69,12 +69,15 @@ def test_cases_stream_concurrently_and_the_cost_ratio_is_timed_on_both_engines()
     assert set(slices) == {"task=code", "task=chat", "temperature=0.5"}
     assert slices["temperature=0.5"].cases == 2
 
-    # Sleeps only overshoot: at least 15 gaps of 20 ms over 8 steps per spec case and
-    # 15 gaps of 5 ms over 15 tokens per baseline case. The ratio itself is timing and
-    # is checked on fixed numbers below; here only that both engines were timed.
+    # Nominally 15 gaps of 20 ms over 8 steps per spec case and 15 gaps of 5 ms over 15
+    # tokens per baseline case. The fake keeps absolute deadlines, so a first chunk that
+    # arrives late (a loaded machine) shortens the window the client sees: half the
+    # nominal time is the bound. The ratio itself is timing and is checked on fixed
+    # numbers below; here only that both engines were timed, each at its own pace.
     step, token = spec_timing(spec), baseline_timing(base)
     assert (step.passes, token.passes) == (6 * 8, 6 * 15)
-    assert step.seconds >= 6 * 15 * 0.02 * 0.95 and token.seconds >= 6 * 15 * 0.005 * 0.95
+    assert step.seconds >= 6 * 15 * 0.02 * 0.5 and token.seconds >= 6 * 15 * 0.005 * 0.5
+    assert step.seconds > 2 * token.seconds
     ratio, source = choose_cost_ratio({}, 3, spec, base, given=None)
     assert ratio >= 0.0
     assert source.startswith("measured: ") and "per verification step over 48 steps" in source
