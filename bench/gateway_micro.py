@@ -52,6 +52,7 @@ from uvicorn.server import ServerState
 
 from bench.gateway_overhead import API_KEY, MODEL, request_body, write_snapshot
 from bench.relay_micro import engine_reads
+from bench.trees import load_gateway
 
 _UPSTREAM = "http://127.0.0.1:9"  # never dialled: the bench's engine client has its own
 _PATH = "/v1/chat/completions"
@@ -97,22 +98,7 @@ def this_tree() -> Tree:
 
 def load_tree(root: Path) -> Tree:
     """A second, independent copy of the `gateway` package from another checkout."""
-    ours = {n: m for n, m in sys.modules.items() if n.split(".")[0] == "gateway"}
-    for name in ours:
-        del sys.modules[name]
-    sys.path.insert(0, str(root))
-    try:
-        for name in _NEEDED:
-            importlib.import_module(name)
-        tree = Tree({n: m for n, m in sys.modules.items() if n.split(".")[0] == "gateway"})
-        app_file = tree.module("gateway.app").__file__
-        assert Path(app_file).is_relative_to(root), app_file
-    finally:
-        sys.path.remove(str(root))
-        for name in [n for n in sys.modules if n.split(".")[0] == "gateway"]:
-            del sys.modules[name]
-        sys.modules.update(ours)
-    return tree
+    return Tree(load_gateway(root, _NEEDED))
 
 
 class _ClientTransport:

@@ -24,10 +24,8 @@ byte between the two trees.
 
 import argparse
 import asyncio
-import importlib
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -37,6 +35,7 @@ from starlette.types import Message
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
+from bench.trees import load_gateway
 from engine.fake import FakeUpstream
 from gateway.proxy.relay import RelayResult
 from gateway.proxy.relay_harness import (
@@ -52,24 +51,13 @@ from gateway.proxy.relay_harness import (
 
 def load_tree(root: Path) -> RelayModules:
     """A second, independent copy of `gateway.proxy` from another checkout."""
-    ours = {name: mod for name, mod in sys.modules.items() if name.split(".")[0] == "gateway"}
-    for name in ours:
-        del sys.modules[name]
-    sys.path.insert(0, str(root))
-    try:
-        tree = RelayModules(
-            importlib.import_module("gateway.proxy.engine_http"),
-            importlib.import_module("gateway.proxy.relay"),
-            importlib.import_module("gateway.proxy.upstream"),
-        )
-        where = tree.relay.__file__
-        assert where is not None and Path(where).is_relative_to(root), where
-    finally:
-        sys.path.remove(str(root))
-        for name in [n for n in sys.modules if n.split(".")[0] == "gateway"]:
-            del sys.modules[name]
-        sys.modules.update(ours)
-    return tree
+    names = ("gateway.proxy.relay", "gateway.proxy.engine_http", "gateway.proxy.upstream")
+    loaded = load_gateway(root, names)
+    return RelayModules(
+        loaded["gateway.proxy.engine_http"],
+        loaded["gateway.proxy.relay"],
+        loaded["gateway.proxy.upstream"],
+    )
 
 
 _LOG = logging.getLogger("bench.relay_micro")
