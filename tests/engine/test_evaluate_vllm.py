@@ -5,7 +5,7 @@ server started without per-request metrics, acceptance read from those counters.
 import dataclasses
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,54 @@ def _created(response: httpx.Response) -> Any:
     return response.json()
 
 
+def _tiny_version(api: httpx.Client) -> Any:
+    """The bundled tiny pair registered as a draft_model version (k = 3)."""
+    pair_dir = tiny_pair_dir()
+    pair = _created(api.post("/pairs", json={"name": "tiny"}))
+    return _created(
+        api.post(
+            f"/pairs/{pair['id']}/versions",
+            json={
+                "method": "draft_model",
+                "target_ref": str(pair_dir / "target"),
+                "draft_ref": str(pair_dir / "draft"),
+                "num_speculative_tokens": 3,
+            },
+        )
+    )
+
+
+def _eval_set(
+    api: httpx.Client,
+    store: Path,
+    prompts: list[tuple[str, str]],
+    overrides: Callable[[int, str], dict[str, Any]],
+) -> Any:
+    """Eval set `tiny-evals`: one case per prompt (its text in the `store` file), each
+    case's fields the defaults below updated with `overrides(index, task)`."""
+    cases = []
+    with store.open("w") as f:
+        for i, (task, text) in enumerate(prompts):
+            messages = [{"role": "user", "content": text}]
+            f.write(json.dumps({"ref": f"p{i}", "messages": messages}) + "\n")
+            cases.append(
+                {
+                    "case_key": f"{task}-{i}",
+                    "labels": {"task": task},
+                    "why": "the segment's typical prompts",
+                    "source": "curated",
+                    "reviewer": "alice",
+                    "supports": "code segment policy",
+                    "refresh_by": "2999-01-01",
+                    "prompt_ref": f"p{i}",
+                    "prompt_sha256": prompt_digest(messages),
+                    **overrides(i, task),
+                }
+            )
+    body = {"name": "tiny-evals", "prompt_store": f"file://{store}", "cases": cases}
+    return _created(api.post("/eval-sets", json=body))
+
+
 def _engine_counter(server: RunningServer, name: str) -> float:
     text = httpx.get(server.base_url + "/metrics").text
     return sum(
@@ -75,44 +123,18 @@ def test_evaluate_posts_an_offline_evaluation_measured_by_the_engine(
     tmp_path: Path,
 ) -> None:
     api = _api(control_url)
-    pair_dir = tiny_pair_dir()
-    pair = _created(api.post("/pairs", json={"name": "tiny"}))
-    version = _created(
-        api.post(
-            f"/pairs/{pair['id']}/versions",
-            json={
-                "method": "draft_model",
-                "target_ref": str(pair_dir / "target"),
-                "draft_ref": str(pair_dir / "draft"),
-                "num_speculative_tokens": 3,
-            },
-        )
-    )
+    version = _tiny_version(api)
     store = tmp_path / "prompts.jsonl"
-    cases = []
-    with store.open("w") as f:
-        for i, (task, text) in enumerate(PROMPTS):
-            messages = [{"role": "user", "content": text}]
-            f.write(json.dumps({"ref": f"p{i}", "messages": messages}) + "\n")
-            cases.append(
-                {
-                    "case_key": f"{task}-{i}",
-                    "labels": {"task": task, "temperature": "0"},
-                    "why": "the segment's typical prompts",
-                    "source": "curated" if task == "code" else "generated",
-                    "reviewer": "alice",
-                    "supports": "code segment policy",
-                    # One case is past its refresh-by date: it is flagged on the evaluation.
-                    "refresh_by": "2000-01-01" if i == 5 else "2999-01-01",
-                    "prompt_ref": f"p{i}",
-                    "prompt_sha256": prompt_digest(messages),
-                }
-            )
-    eval_set = _created(
-        api.post(
-            "/eval-sets",
-            json={"name": "tiny-evals", "prompt_store": f"file://{store}", "cases": cases},
-        )
+    eval_set = _eval_set(
+        api,
+        store,
+        PROMPTS,
+        lambda i, task: {
+            "labels": {"task": task, "temperature": "0"},
+            "source": "curated" if task == "code" else "generated",
+            # One case is past its refresh-by date: it is flagged on the evaluation.
+            "refresh_by": "2000-01-01" if i == 5 else "2999-01-01",
+        },
     )
 
     accepted_before = _engine_counter(
@@ -225,40 +247,8 @@ def test_evaluate_reads_acceptance_from_the_counters_of_an_engine_without_per_re
 ) -> None:
     engine_url = vllm_spec_server_without_per_request_metrics.base_url
     api = _api(control_url)
-    pair_dir = tiny_pair_dir()
-    pair = _created(api.post("/pairs", json={"name": "tiny"}))
-    version = _created(
-        api.post(
-            f"/pairs/{pair['id']}/versions",
-            json={
-                "method": "draft_model",
-                "target_ref": str(pair_dir / "target"),
-                "draft_ref": str(pair_dir / "draft"),
-                "num_speculative_tokens": 3,
-            },
-        )
-    )
-    store = tmp_path / "prompts.jsonl"
-    cases = []
-    with store.open("w") as f:
-        for i, (task, text) in enumerate(PROMPTS[:4]):
-            messages = [{"role": "user", "content": text}]
-            f.write(json.dumps({"ref": f"p{i}", "messages": messages}) + "\n")
-            cases.append(
-                {
-                    "case_key": f"{task}-{i}",
-                    "labels": {"task": task},
-                    "why": "the segment's typical prompts",
-                    "source": "curated",
-                    "reviewer": "alice",
-                    "supports": "code segment policy",
-                    "refresh_by": "2999-01-01",
-                    "prompt_ref": f"p{i}",
-                    "prompt_sha256": prompt_digest(messages),
-                }
-            )
-    body = {"name": "tiny-evals", "prompt_store": f"file://{store}", "cases": cases}
-    _created(api.post("/eval-sets", json=body))
+    version = _tiny_version(api)
+    _eval_set(api, tmp_path / "prompts.jsonl", PROMPTS[:4], lambda i, task: {})
 
     def counters() -> SpecCounters:
         spec = parse_engine_metrics(httpx.get(engine_url + "/metrics").text).spec
