@@ -329,10 +329,13 @@ def _weighted_mean(pairs: list[tuple[float, float]], default: float) -> float:
     return sum(x * w for x, w in pairs) / weight if weight > 0 else default
 
 
-def slope_bias(slopes: SlopePair, adjusted: AdjustedBlocks, alpha: float) -> float:
+def slope_bias(
+    slopes: SlopePair, adjusted: AdjustedBlocks, alpha: float, *, curvature: bool = True
+) -> float:
     """Bound (log units) on what moving the arms along their lines can add to the blocks'
     mean difference: the slopes' errors over the distances they were applied (two-sided
-    Gaussian at level alpha) plus each arm's `curvature_bias` over its distance.
+    Gaussian at level alpha) plus, with `curvature`, each arm's `curvature_bias` over its
+    distance.
 
     NOTE: not an always-valid radius: the slopes are nuisances whose error is mostly the
     prior's spread where an arm's own loads do not vary, and a normal-mixture radius
@@ -341,11 +344,10 @@ def slope_bias(slopes: SlopePair, adjusted: AdjustedBlocks, alpha: float) -> flo
     spec_distance = target - adjusted.spec_load
     baseline_distance = target - adjusted.baseline_load
     variance = slopes.error_variance(spec_distance, baseline_distance)
-    return (
-        NormalDist().inv_cdf(1 - alpha / 2) * math.sqrt(variance)
-        + curvature_bias(slopes.spec, spec_distance)
-        + curvature_bias(slopes.baseline, baseline_distance)
+    bent = curvature_bias(slopes.spec, spec_distance) + curvature_bias(
+        slopes.baseline, baseline_distance
     )
+    return NormalDist().inv_cdf(1 - alpha / 2) * math.sqrt(variance) + (bent if curvature else 0)
 
 
 def curvature_bias(slope: float, distance: float) -> float:
