@@ -439,17 +439,24 @@ def stage_comparison(
     return comparison, []
 
 
+def readable_loads(lines: Lines) -> tuple[float, float]:
+    """The loads at which both arms' lines may be read (never below 0)."""
+    low = max(line.readable[0] for line in lines[:2])
+    high = min(line.readable[1] for line in lines[:2])
+    return max(low, 0.0), high
+
+
 def ttft_at_next_stage(arms: Arms, load: float) -> tuple[StageComparison | None, Missing]:
     """TTFT read at the next stage's load, only where both arms' TTFT lines may be read
     (their own range, not the end-to-end lines' that the load was checked against)."""
     lines = arms.lines[TTFT]
-    if lines is not None and not all(line.covers(load) for line in lines[:2]):
-        low = max(max(line.readable[0] for line in lines[:2]), 0.0)
-        high = min(line.readable[1] for line in lines[:2])
-        return None, [
-            f"ttft: the next stage's load {load:.2f} lies beyond what the arms' TTFT lines "
-            f"may be read at ({low:.2f}-{high:.2f})"
-        ]
+    if lines is not None:
+        low, high = readable_loads(lines)
+        if not low <= load <= high:
+            return None, [
+                f"ttft: the next stage's load {load:.2f} lies beyond what the arms' TTFT "
+                f"lines may be read at ({low:.2f}-{high:.2f})"
+            ]
     return stage_comparison(arms, TTFT, load)
 
 
@@ -543,11 +550,7 @@ def next_stage_evidence(arms: Arms) -> tuple[NextStage | None, Missing]:
         log_slope=lines[0].slope if lines is not None else 0.0,
     )
     load_next = flow.load_at(plan.share_next)
-    readable = None
-    if lines is not None:
-        low = max(line.readable[0] for line in lines[:2])
-        high = min(line.readable[1] for line in lines[:2])
-        readable = (max(low, 0.0), high)
+    readable = readable_loads(lines) if lines is not None else None
     reachable = readable is not None and readable[0] <= load_next <= readable[1]
     missing: Missing = []
     speedup = None

@@ -344,10 +344,11 @@ def slope_bias(
     spec_distance = target - adjusted.spec_load
     baseline_distance = target - adjusted.baseline_load
     variance = slopes.error_variance(spec_distance, baseline_distance)
-    bent = curvature_bias(slopes.spec, spec_distance) + curvature_bias(
-        slopes.baseline, baseline_distance
-    )
-    return NormalDist().inv_cdf(1 - alpha / 2) * math.sqrt(variance) + (bent if curvature else 0)
+    bias = NormalDist().inv_cdf(1 - alpha / 2) * math.sqrt(variance)
+    if curvature:
+        bias += curvature_bias(slopes.spec, spec_distance)
+        bias += curvature_bias(slopes.baseline, baseline_distance)
+    return bias
 
 
 def curvature_bias(slope: float, distance: float) -> float:
