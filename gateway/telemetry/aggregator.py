@@ -13,7 +13,7 @@ as a duplicate.
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
 from gateway.telemetry.buckets import bucket_index
@@ -113,12 +113,7 @@ class _LoadTotals:
 
     def to_contract(self) -> LoadTotals:
         # NOTE: model_construct, as the model_copy of a mutated model was: unvalidated.
-        return LoadTotals.model_construct(
-            dispatched=self.dispatched,
-            gateway_load_sum=self.gateway_load_sum,
-            engine_running_sum=self.engine_running_sum,
-            engine_waiting_sum=self.engine_waiting_sum,
-        )
+        return LoadTotals.model_construct(**asdict(self))
 
 
 @dataclass(slots=True)
@@ -133,14 +128,7 @@ class _RequestAcceptance:
     judged_sq: int = 0
 
     def to_contract(self) -> RequestAcceptance:
-        return RequestAcceptance.model_construct(
-            requests=self.requests,
-            judged=self.judged,
-            accepted=self.accepted,
-            accepted_sq=self.accepted_sq,
-            accepted_judged=self.accepted_judged,
-            judged_sq=self.judged_sq,
-        )
+        return RequestAcceptance.model_construct(**asdict(self))
 
 
 @dataclass(slots=True)
