@@ -225,11 +225,8 @@ def build_evidence(
     next_stage_, why = next_stage_evidence(arms)
     missing += why
     at = next_stage_.spec_load_next if next_stage_ is not None else None
-    if at is not None:
-        ttft, why = ttft_at_next_stage(arms, at)
-        missing += why
-    else:
-        ttft = stage.get("ttft")
+    ttft, why = ttft_evidence(arms, next_stage_, stage.get("ttft"))
+    missing += why
     blocks: dict[str, list[BlockTuple]] = {}
     if latency_blocks is not None:
         blocks["latency"] = latency_blocks
@@ -439,11 +436,30 @@ def stage_comparison(
     return comparison, []
 
 
+def within(readable: tuple[float, float] | None, load: float) -> bool:
+    return readable is not None and readable[0] <= load <= readable[1]
+
+
 def readable_loads(lines: Lines) -> tuple[float, float]:
     """The loads at which both arms' lines may be read (never below 0)."""
     low = max(line.readable[0] for line in lines[:2])
     high = min(line.readable[1] for line in lines[:2])
     return max(low, 0.0), high
+
+
+def ttft_evidence(
+    arms: Arms, next_stage: NextStage | None, here: StageComparison | None
+) -> tuple[StageComparison | None, Missing]:
+    """TTFT for promotion: at this stage's load at `full` (no next stage), else at the next
+    stage's load where the end-to-end lines reach it.
+
+    NOTE: beyond the end-to-end lines' range the next stage is not judged at all; its
+    advice says why and which share could be, so TTFT adds no reason of its own."""
+    if next_stage is None:
+        return here, []
+    if not within(next_stage.readable_loads, next_stage.spec_load_next):
+        return None, []
+    return ttft_at_next_stage(arms, next_stage.spec_load_next)
 
 
 def ttft_at_next_stage(arms: Arms, load: float) -> tuple[StageComparison | None, Missing]:
@@ -551,10 +567,9 @@ def next_stage_evidence(arms: Arms) -> tuple[NextStage | None, Missing]:
     )
     load_next = flow.load_at(plan.share_next)
     readable = readable_loads(lines) if lines is not None else None
-    reachable = readable is not None and readable[0] <= load_next <= readable[1]
     missing: Missing = []
     speedup = None
-    if reachable:
+    if within(readable, load_next):
         speedup, missing = stage_comparison(arms, E2E_PER_TOKEN, load_next)
     reachable_share = None
     if readable is not None and load_next > readable[1]:

