@@ -151,6 +151,7 @@ class GatewayMetrics:
         self._scrape_registry: CollectorRegistry | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._request_series: dict[tuple[str, Arm, int | None, str, int], _RequestSeries] = {}
         self.max_positions = max_positions
         self.segments = TopKLabels(top_k_segments, on_evict=self._forget_segment)
         self.tenants = TopKLabels(top_k_tenants or top_k_segments, on_evict=self._forget_tenant)
@@ -403,61 +404,84 @@ class GatewayMetrics:
         )
 
     def _child(self, metric: MetricWrapperBase, *labels: str) -> Any:
-        """`metric.labels(*labels)`, cached: the lookup ran ~15 times per request."""
+        """`metric.labels(*labels)`, cached: labels() takes a lock and builds a tuple."""
         key = (id(metric), labels)
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
 
+    def _forget_children(self) -> None:
+        # NOTE: a removed series must not live on in a cache (its increments would be
+        # lost from the exposition); removals are rare, so every cache goes.
+        self._children.clear()
+        self._request_series.clear()
+
     def observe_request(self, rec: RequestRecord) -> None:
-        child = self._child
         segment = self.segments.resolve(rec.segment_name or NONE)
-        arm = rec.arm.value
-        pv = NONE if rec.pair_version_id is None else str(rec.pair_version_id)
-        child(self.requests, segment, arm, pv, rec.outcome, str(rec.http_status)).inc()
+        key = (segment, rec.arm, rec.pair_version_id, rec.outcome, rec.http_status)
+        s = self._request_series.get(key)
+        if s is None:
+            s = self._request_series[key] = _RequestSeries(self, segment, rec)
+        s.requests.inc()
         if rec.prompt_tokens:
-            child(self.tokens, segment, arm, pv, "prompt").inc(rec.prompt_tokens)
+            s.prompt_tokens.inc(rec.prompt_tokens)
         if rec.completion_tokens:
-            child(self.tokens, segment, arm, pv, "completion").inc(rec.completion_tokens)
+            s.completion_tokens.inc(rec.completion_tokens)
         if rec.drafts or rec.drafted_tokens:
-            child(self.drafts, segment, pv).inc(rec.drafts)
-            child(self.drafted_tokens, segment, pv).inc(rec.drafted_tokens)
-            child(self.accepted_tokens, segment, pv).inc(rec.accepted_tokens)
-            last = self.max_positions - 1
+            # NOTE: an inc(0) adds nothing, so a zero is not added; its series is bound
+            # all the same (here and below), as the inc(0) bound it before.
+            drafts, drafted, accepted, full_proposals = s.spec
+            if rec.drafts:
+                drafts.inc(rec.drafts)
+            if rec.drafted_tokens:
+                drafted.inc(rec.drafted_tokens)
+            if rec.accepted_tokens:
+                accepted.inc(rec.accepted_tokens)
             # NOTE: zeros too, so every drafted position has a series from the first
             # spec request on and per-position ratios read 0, not "no data".
+            positions = s.positions
             for i, n in enumerate(rec.accepted_per_position):
-                child(self.accepted_by_position, segment, pv, str(min(i, last))).inc(n)
+                if i == len(positions):
+                    positions.append(s.position(i))
+                if n:
+                    positions[i].inc(n)
             # NOTE: a position is reached only after every earlier one was accepted, so
             # the last position's count is the number of proposals accepted whole.
             full = rec.accepted_per_position[-1] if rec.accepted_per_position else 0
-            child(self.full_proposals, segment, pv).inc(full)
+            if full:
+                full_proposals.inc(full)
             judged = rec.judged_positions
             if judged is not None:
-                child(self.judged_positions, segment, pv).inc(judged)
-            self._observe_response_positions(rec, segment, pv)
+                s.judged_positions.inc(judged)
+            self._observe_response_positions(rec, s)
         if rec.ttft_ms is not None:
-            child(self.ttft, segment, arm).observe(rec.ttft_ms / 1000.0)
+            s.ttft.observe(rec.ttft_ms / 1000.0)
         if rec.tpot_ms is not None:
-            child(self.tpot, segment, arm).observe(rec.tpot_ms / 1000.0)
+            s.tpot.observe(rec.tpot_ms / 1000.0)
         if rec.outcome != "client_error":
             # NOTE: as in the telemetry windows: how fast an engine refuses a bad request
             # says nothing of the arm's latency.
-            child(self.e2e, segment, arm).observe(rec.e2e_ms / 1000.0)
+            s.e2e.observe(rec.e2e_ms / 1000.0)
 
-    def _observe_response_positions(self, rec: RequestRecord, segment: str, pv: str) -> None:
-        child = self._child
+    def _observe_response_positions(self, rec: RequestRecord, s: "_RequestSeries") -> None:
         by_position = rec.by_response_position
         if by_position is None:
-            child(self.drafted_by_response_position, segment, pv, UNKNOWN).inc(rec.drafted_tokens)
-            child(self.accepted_by_response_position, segment, pv, UNKNOWN).inc(rec.accepted_tokens)
+            drafted_child, accepted_child = s.unknown_position
+            if rec.drafted_tokens:
+                drafted_child.inc(rec.drafted_tokens)
+            if rec.accepted_tokens:
+                accepted_child.inc(rec.accepted_tokens)
             return
         # NOTE: zeros too, as per draft position: every bucket a spec request reached or
         # not has a series, so a bucket's ratio reads 0/0 (no data) rather than missing.
-        for label, (drafted, accepted) in zip(POSITION_LABELS, by_position, strict=True):
-            child(self.drafted_by_response_position, segment, pv, label).inc(drafted)
-            child(self.accepted_by_response_position, segment, pv, label).inc(accepted)
+        for (drafted_child, accepted_child), (drafted, accepted) in zip(
+            s.by_response_position, by_position, strict=True
+        ):
+            if drafted:
+                drafted_child.inc(drafted)
+            if accepted:
+                accepted_child.inc(accepted)
 
     def observe_decision(self, reason: str, arm: Arm) -> None:
         self._child(self.decisions, reason, arm.value).inc()
@@ -507,7 +531,7 @@ class GatewayMetrics:
 
     def forget_worker(self, pool: str, worker: str) -> None:
         """Drop a worker's series when it leaves the snapshot, so churn does not accumulate."""
-        self._children.clear()
+        self._forget_children()
         if self.multiprocess is not None:
             self.outstanding.labels(pool, worker).set(0)  # its series stays (see __init__)
             return
@@ -537,9 +561,7 @@ class GatewayMetrics:
         return generate_latest(self._scrape_registry), CONTENT_TYPE_LATEST
 
     def _forget_segment(self, segment: str) -> None:
-        # NOTE: a removed series must not live on in the cache (its increments would
-        # be lost from the exposition); evictions are rare, so the whole cache goes.
-        self._children.clear()
+        self._forget_children()
         if self.multiprocess is not None:
             return  # series cannot be removed in multi-process mode (see __init__)
         for metric in (
@@ -562,7 +584,55 @@ class GatewayMetrics:
             metric.remove_by_labels({"segment": segment})
 
     def _forget_tenant(self, tenant: str) -> None:
-        self._children.clear()
+        self._forget_children()
         if self.multiprocess is not None:
             return
         self.quota_rejections.remove_by_labels({"tenant": tenant})
+
+
+class _RequestSeries:
+    """The request metrics' children for one (segment, arm, pair version, outcome,
+    status): `requests`, and each other attribute bound by `labels()` the first time
+    `observe_request` reads it, a plain attribute after. A series thus appears when
+    first observed, as with a `labels()` call per observation, at a fraction of the
+    cost (labels() takes a lock and builds its key tuple each call)."""
+
+    def __init__(self, metrics: "GatewayMetrics", segment: str, rec: RequestRecord) -> None:
+        m, arm, outcome, status = metrics, rec.arm.value, rec.outcome, str(rec.http_status)
+        pv = NONE if rec.pair_version_id is None else str(rec.pair_version_id)
+        self.requests = m.requests.labels(segment, arm, pv, outcome, status)
+        self.positions: list[Any] = []  # accepted_by_position, by draft position
+        last = m.max_positions - 1
+        self.position: Callable[[int], Any] = lambda i: m.accepted_by_position.labels(
+            segment, pv, str(min(i, last))
+        )
+        spec = (m.drafts, m.drafted_tokens, m.accepted_tokens, m.full_proposals)
+        self._binds: dict[str, Callable[[], Any]] = {
+            "prompt_tokens": lambda: m.tokens.labels(segment, arm, pv, "prompt"),
+            "completion_tokens": lambda: m.tokens.labels(segment, arm, pv, "completion"),
+            "spec": lambda: tuple(metric.labels(segment, pv) for metric in spec),
+            "judged_positions": lambda: m.judged_positions.labels(segment, pv),
+            "unknown_position": lambda: (
+                m.drafted_by_response_position.labels(segment, pv, UNKNOWN),
+                m.accepted_by_response_position.labels(segment, pv, UNKNOWN),
+            ),
+            "by_response_position": lambda: [
+                (
+                    m.drafted_by_response_position.labels(segment, pv, label),
+                    m.accepted_by_response_position.labels(segment, pv, label),
+                )
+                for label in POSITION_LABELS
+            ],
+            "ttft": lambda: m.ttft.labels(segment, arm),
+            "tpot": lambda: m.tpot.labels(segment, arm),
+            "e2e": lambda: m.e2e.labels(segment, arm),
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for attributes not set yet: the first read binds, later ones find it.
+        bind = self.__dict__.get("_binds", {}).get(name)
+        if bind is None:
+            raise AttributeError(name)
+        child = bind()
+        setattr(self, name, child)
+        return child

@@ -173,3 +173,95 @@ def test_full_proposals_count_the_drafts_accepted_whole() -> None:
     # position, per request: (8 + 12 - 2) + (8 + 6 - 0).
     judged = [s for s in samples(m) if s.name == "specroute_gateway_spec_judged_positions_total"]
     assert [s.value for s in judged] == [18.0 + 14.0]
+
+
+def test_each_label_set_counts_in_its_own_series_interleaved() -> None:
+    m = GatewayMetrics(top_k_segments=5)
+    base: dict[str, object] = {"arm": Arm.BASELINE, "pair_version_id": None, "drafts": 0}
+    base |= {"drafted_tokens": 0, "accepted_tokens": 0, "accepted_per_position": ()}
+    for r in (
+        rec(),
+        rec(**base),
+        rec(segment_name="prose", outcome="error", http_status=502, prompt_tokens=3),
+        rec(),
+        rec(**base, completion_tokens=7),
+        rec(segment_name="prose", pair_version_id=8),
+    ):
+        m.observe_request(r)
+    requests = {
+        tuple(s.labels[k] for k in ("segment", "arm", "pair_version", "status")): s.value
+        for s in samples(m)
+        if s.name == "specroute_gateway_requests_total"
+    }
+    assert requests == {
+        ("code", "spec", "7", "200"): 2,
+        ("code", "baseline", "none", "200"): 2,
+        ("prose", "spec", "7", "502"): 1,
+        ("prose", "spec", "8", "200"): 1,
+    }
+    spec = {"segment": "code", "arm": "spec", "pair_version": "7"}
+    base_labels = {"segment": "code", "arm": "baseline", "pair_version": "none"}
+    assert value(m, "specroute_gateway_tokens_total", **base_labels, kind="completion") == 27
+    assert value(m, "specroute_gateway_tokens_total", **spec, kind="completion") == 40
+    prose7 = {"segment": "prose", "arm": "spec", "pair_version": "7"}
+    assert value(m, "specroute_gateway_tokens_total", **prose7, kind="prompt") == 3
+    drafts = {
+        (s.labels["segment"], s.labels["pair_version"]): s.value
+        for s in samples(m)
+        if s.name == "specroute_gateway_spec_drafts_total"
+    }
+    assert drafts == {("code", "7"): 16, ("prose", "7"): 8, ("prose", "8"): 8}
+    e2e = {
+        (s.labels["segment"], s.labels["arm"]): s.value
+        for s in samples(m)
+        if s.name == "specroute_gateway_e2e_seconds_count"
+    }
+    assert e2e == {("code", "spec"): 2, ("code", "baseline"): 2, ("prose", "spec"): 2}
+
+
+def test_a_zero_count_still_has_its_series_and_an_unobserved_one_none() -> None:
+    m = GatewayMetrics(top_k_segments=5)
+    m.observe_request(
+        rec(
+            prompt_tokens=0,
+            drafts=0,
+            drafted_tokens=5,
+            accepted_tokens=0,
+            accepted_per_position=(0, 0),
+            ttft_ms=None,
+        )
+    )
+    sp = {"segment": "code", "pair_version": "7"}
+    assert value(m, "specroute_gateway_spec_drafts_total", **sp) == 0
+    assert value(m, "specroute_gateway_spec_drafted_tokens_total", **sp) == 5
+    assert value(m, "specroute_gateway_spec_accepted_tokens_total", **sp) == 0
+    assert value(m, "specroute_gateway_spec_full_proposals_total", **sp) == 0
+    name = "specroute_gateway_spec_accepted_tokens_by_position_total"
+    positions = {s.labels["position"]: s.value for s in samples(m) if s.name == name}
+    assert positions == {"0": 0, "1": 0}
+    unknown = {**sp, "position_bucket": "unknown"}
+    drafted = "specroute_gateway_spec_drafted_tokens_by_response_position_total"
+    accepted = "specroute_gateway_spec_accepted_tokens_by_response_position_total"
+    assert value(m, drafted, **unknown) == 5
+    assert value(m, accepted, **unknown) == 0
+    kinds = [s.labels["kind"] for s in samples(m) if s.name == "specroute_gateway_tokens_total"]
+    assert kinds == ["completion"]  # no prompt tokens: no prompt series
+    names = {s.name for s in samples(m)}
+    assert "specroute_gateway_ttft_seconds_count" not in names
+    assert "specroute_gateway_spec_judged_positions_total" not in names  # no drafts judged
+
+
+def test_a_segment_evicted_and_admitted_again_counts_in_a_live_series() -> None:
+    m = GatewayMetrics(top_k_segments=1)  # hysteresis 2
+    # a admitted; b's third request displaces it (3 > 2 * 1); a's seventh displaces b.
+    for name in ["a"] + ["b"] * 3 + ["a"] * 6:
+        m.observe_request(rec(segment_name=name))
+    requests = {
+        s.labels["segment"]: s.value
+        for s in samples(m)
+        if s.name == "specroute_gateway_requests_total"
+    }
+    assert requests == {"a": 1, OTHER: 2 + 5}
+    assert value(m, "specroute_gateway_e2e_seconds_count", segment="a", arm="spec") == 1
+    sp = {"segment": "a", "pair_version": "7"}
+    assert value(m, "specroute_gateway_spec_drafts_total", **sp) == 8
