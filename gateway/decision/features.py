@@ -47,7 +47,9 @@ def has_structured_output(body: SamplingParams) -> bool:
         return True
     if body.structured_outputs:
         return True
-    extra = body.model_extra or {}
+    extra = body.model_extra
+    if not extra:
+        return False  # NOTE: most bodies: no guided_* lookups (four calls a request)
     return any(extra.get(name) is not None for name in _GUIDED_FIELDS)
 
 
