@@ -13,14 +13,19 @@ A request the gateway refused before routing it (bad key, invalid body, unknown 
 forbidden model, bad override header) has a record too: no arm, reason
 `not_routed`, its typed error code, the tenant when the key was recognised, and no
 model (the name it sent is the caller's text until it names a served model).
+
+Accepted draft tokens are a subset of the drafted ones, as in the telemetry window:
+`accepted_tokens <= drafted_tokens` and `accepted_per_position[j] <= drafts`
+(`specwire.draft_bounds`); control refuses a record that says otherwise.
 """
 
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from specwire.digest import DIGEST_LENGTH, DIGEST_PATTERN
+from specwire.draft_bounds import at_most_drafted, positions_at_most_drafts
 from specwire.features import Arm
 
 # Bounded kinds of structured output (vLLM's and OpenAI's spellings, normalized).
@@ -124,11 +129,22 @@ class RequestRecordDoc(BaseModel):
     completion_tokens: int = Field(default=0, ge=0)
     drafts: int = Field(default=0, ge=0)
     drafted_tokens: int = Field(default=0, ge=0)
-    accepted_tokens: int = Field(default=0, ge=0)
-    accepted_per_position: list[int] = Field(default_factory=list, max_length=64)
+    accepted_tokens: int = Field(
+        default=0, ge=0, description="Of drafted_tokens, those the target accepted."
+    )
+    accepted_per_position: list[int] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Proposals that accepted draft position j (0-based): at most drafts.",
+    )
     ttft_ms: float | None = Field(default=None, ge=0)
     tpot_ms: float | None = Field(default=None, ge=0)
     e2e_ms: float = Field(ge=0)
     outcome: Outcome
     http_status: int = Field(ge=100, le=599)
     error_code: str | None = Field(default=None, max_length=64, description="Typed error code.")
+
+    # NOTE: as the telemetry window's: control refuses a record whose acceptance is not
+    # a subset of its drafts (the gateway's sanitize step never sends one).
+    _accepted_at_most_drafted = field_validator("accepted_tokens")(at_most_drafted)
+    _positions_at_most_drafts = field_validator("accepted_per_position")(positions_at_most_drafts)

@@ -24,9 +24,11 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, Field, field_validator
 
+# NOTE: STORED is re-exported: control reads stored windows with it.
+from specwire.draft_bounds import STORED as STORED
+from specwire.draft_bounds import at_most_drafted
 from specwire.features import Arm
 from specwire.requests import RequestRecordDoc
 
@@ -139,24 +141,6 @@ class RequestAcceptance(BaseModel):
     judged_sq: int = Field(default=0, ge=0, description="Sum of t_r^2.")
 
 
-# Validation context (`{STORED: True}`) of windows read back from storage: rows
-# stored before accepted <= drafted was checked read as they were stored.
-STORED = "stored"
-
-
-def _at_most_drafted(accepted: int, info: ValidationInfo) -> int:
-    """`accepted_tokens` counts a subset of `drafted_tokens` (validated before it)."""
-    drafted = info.data.get("drafted_tokens")
-    stored = isinstance(info.context, dict) and info.context.get(STORED) is True
-    if drafted is not None and accepted > drafted and not stored:
-        raise PydanticCustomError(
-            "accepted_exceeds_drafted",
-            "accepted_tokens ({accepted}) exceeds drafted_tokens ({drafted})",
-            {"accepted": accepted, "drafted": drafted},
-        )
-    return accepted
-
-
 class PositionTokens(BaseModel):
     """Draft tokens of one response-position bucket."""
 
@@ -165,7 +149,7 @@ class PositionTokens(BaseModel):
         default=0, ge=0, description="Of those, the draft tokens the target accepted."
     )
 
-    _accepted_at_most_drafted = field_validator("accepted_tokens")(_at_most_drafted)
+    _accepted_at_most_drafted = field_validator("accepted_tokens")(at_most_drafted)
 
 
 class WindowCounts(BaseModel):
@@ -220,7 +204,7 @@ class WindowCounts(BaseModel):
         "empty from older gateways.",
     )
 
-    _accepted_at_most_drafted = field_validator("accepted_tokens")(_at_most_drafted)
+    _accepted_at_most_drafted = field_validator("accepted_tokens")(at_most_drafted)
 
     @field_validator("by_response_position")
     @classmethod

@@ -14,12 +14,14 @@ from control.api.errors import error_responses
 from control.api.ids import MAX_ID
 from control.api.pagination import Cursor, Limit, Page, page_of
 from control.clock import now
+from control.models import RequestRecordRow
 from control.requests import repository as repo
 from control.requests.acceptance import acceptance_by_adapter
 from control.requests.schemas import AdapterAcceptanceList, AdapterAcceptanceOut, RequestRecord
 from control.requests.service import as_utc
 from control.requests.service import get_request as newest_record
 from specwire import Arm
+from specwire.draft_bounds import STORED
 from specwire.requests import Outcome
 
 router = APIRouter(prefix="/requests", tags=["requests"])
@@ -30,6 +32,11 @@ DEFAULT_ACCEPTANCE_WINDOW = timedelta(hours=1)
 
 # The gateway's request-id alphabet (x-request-id it accepts, or hex it makes).
 RequestIdPath = Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")
+
+
+def stored_record(row: RequestRecordRow) -> RequestRecord:
+    # NOTE: STORED: a row stored before ingestion refused accepted > drafted still reads.
+    return RequestRecord.model_validate(row, context={STORED: True})
 
 
 @router.get("", response_model=Page[RequestRecord], responses=error_responses())
@@ -68,7 +75,7 @@ def list_requests(
         cursor=cursor,
         limit=limit,
     )
-    return page_of(rows, limit, RequestRecord.model_validate)
+    return page_of(rows, limit, stored_record)
 
 
 @router.get(
@@ -96,7 +103,7 @@ def get_request(
     filters show all of them)."""
     row, count = newest_record(session, request_id)
     response.headers["X-Records-With-Id"] = str(count)
-    return RequestRecord.model_validate(row)
+    return stored_record(row)
 
 
 @adapters_router.get(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.telemetry.positions import PositionCounts, by_response_position
+from specwire.draft_bounds import first_position_over_drafts
 
 _TOP_LEVEL = frozenset(
     {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "service_tier"}
@@ -81,10 +82,15 @@ def spec_stats(doc: dict[str, Any]) -> SpecStats | None:
         )
     except (TypeError, ValueError):
         return None
-    # NOTE: counts the telemetry contract refuses (negative, or more tokens accepted than
-    # drafted) would make control refuse the gateway's whole batch: no stats instead.
+    # NOTE: counts the telemetry contract refuses (negative, more tokens accepted than
+    # drafted, a draft position accepted in more proposals than there were) would make
+    # control refuse the gateway's whole batch: no stats instead.
     counts = (stats.drafts, stats.drafted_tokens, stats.accepted_tokens, *per_position)
-    if min(counts) < 0 or stats.accepted_tokens > stats.drafted_tokens:
+    if (
+        min(counts) < 0
+        or stats.accepted_tokens > stats.drafted_tokens
+        or first_position_over_drafts(list(per_position), stats.drafts) is not None
+    ):
         return None
     return stats
 

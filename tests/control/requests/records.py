@@ -5,6 +5,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from control.models import RequestRecordRow, TelemetryBatchRow, TelemetryWindowRow
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -56,3 +60,11 @@ def batch(records: list[dict[str, Any]], start: datetime = T0, gateway: str = "g
 
 def post(client: TestClient, headers: dict[str, str], body: Any) -> Any:
     return client.post("/internal/v1/telemetry", json=body, headers=headers)
+
+
+def stored_rows(session: Session) -> tuple[int, ...]:
+    """How many batches, windows and request records are stored."""
+    return tuple(
+        session.scalar(select(func.count()).select_from(model)) or 0
+        for model in (TelemetryBatchRow, TelemetryWindowRow, RequestRecordRow)
+    )

@@ -68,6 +68,9 @@ def test_spec_stats_the_telemetry_contract_would_refuse_are_no_stats() -> None:
     histogram_only = {"acceptance_histogram": [0, 1]}
     assert spec_stats({"metrics": {"speculative_decoding": histogram_only}}) is None
     assert spec_stats({"metrics": {"speculative_decoding": sd | {"num_accepted_draft_tokens": 18}}})
+    # Position 0 accepted in 5 proposals: with 4 proposals reported, that cannot be.
+    assert spec_stats({"metrics": {"speculative_decoding": sd | {"num_spec_steps": 4}}}) is None
+    assert spec_stats({"metrics": {"speculative_decoding": sd | {"num_spec_steps": 5}}})
 
 
 async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
