@@ -3,11 +3,13 @@
 The wire contract leaves ids and counters unbounded, but PostgreSQL stores them
 in 32-bit INTEGER and VARCHAR(n) columns and rejects NUL characters in text. A
 value past those bounds is the caller's mistake: a 422 naming the field, never
-a database error rendered as 500.
+a database error rendered as 500. So is a window whose buckets do not fit its
+totals (`specwire.window_checks`): a 422 `inconsistent_counts` naming the field.
 """
 
 from control.errors import InvalidRequest
 from specwire import COUNTER_FIELDS, TelemetryBatch, WorkerHeartbeat
+from specwire.window_checks import window_mismatch
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -91,6 +93,14 @@ def check_batch(batch: TelemetryBatch) -> None:
     for i, window in enumerate(batch.windows):
         for name in _WINDOW_INT_FIELDS:
             check_int_range(getattr(window, name), param=f"windows.{i}.{name}")
+        mismatch = window_mismatch(window)
+        if mismatch is not None:
+            param = f"windows.{i}.{mismatch.field}"
+            raise InvalidRequest(
+                f"{param}: {mismatch.message}",
+                code="inconsistent_counts",
+                details={"param": param},
+            )
     if len(batch.requests) > MAX_RECORDS_PER_BATCH:
         raise InvalidRequest(
             f"requests: at most {MAX_RECORDS_PER_BATCH} records per batch",

@@ -4,7 +4,7 @@ An allow-list of OpenAI response fields rather than a deny-list of engine ones:
 a new engine-internal field (vLLM adds them release by release) cannot leak.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.telemetry.positions import PositionCounts, by_response_position
@@ -92,7 +92,19 @@ def spec_stats(doc: dict[str, Any]) -> SpecStats | None:
         or first_position_over_drafts(list(per_position), stats.drafts) is not None
     ):
         return None
+    if by_position is not None and _totals(by_position) != (
+        stats.drafted_tokens,
+        stats.accepted_tokens,
+    ):
+        # NOTE: a window's response-position buckets must add up to its totals (control
+        # refuses the batch otherwise): per-step arrays that do not are not positions,
+        # and the request counts whole in `unknown`, as from a `summary` engine.
+        return replace(stats, by_response_position=None)
     return stats
+
+
+def _totals(by_position: PositionCounts) -> tuple[int, int]:
+    return sum(d for d, _ in by_position), sum(a for _, a in by_position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +118,13 @@ def usage_of(doc: dict[str, Any]) -> Usage | None:
     if not isinstance(usage, dict):
         return None
     try:
-        return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        counted = Usage(
+            int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        )
     except (TypeError, ValueError):
         return None
+    # NOTE: a negative count is no usage: it would credit the tenant's quota and make
+    # the window's token totals smaller than the requests they count.
+    if counted.prompt_tokens < 0 or counted.completion_tokens < 0:
+        return None
+    return counted

@@ -29,6 +29,16 @@ BASE = RequestRecord(
 )
 
 
+# What a baseline-arm request (no speculation) reports; a real engine summary with
+# drafts=0 has no accepted positions either (gateway.proxy.sanitize).
+NO_SPEC_WORK: dict[str, object] = {
+    "drafts": 0,
+    "drafted_tokens": 0,
+    "accepted_tokens": 0,
+    "accepted_per_position": (),
+}
+
+
 def make_record(**overrides: object) -> RequestRecord:
     """A spec-arm request in segment `code` (pair version 7, rollout 3), with overrides."""
     return replace(BASE, **overrides)  # type: ignore[arg-type]

@@ -52,9 +52,20 @@ def _moments(kind: type[LoadTotals] | type[RequestAcceptance], seed: int) -> dic
     return {name: seed + i for i, name in enumerate(kind.model_fields)}
 
 
+# Totals the buckets must fit (specwire.window_checks): errors, client errors and
+# cancellations among the requests, e2e_per_token samples among the completion tokens,
+# the response-position buckets adding up to the drafted and accepted tokens.
+_FITTING_TOTALS = {"requests": 100, "completion_tokens": 500, "drafted_tokens": 37}
+_FITTING_TOTALS |= {"accepted_tokens": 23}
+# Samples per histogram: tpot <= ttft <= e2e and e2e_per_token <= e2e, as from a gateway.
+_HISTOGRAM_SEEDS = {"ttft": 22, "tpot": 21, "e2e": 23, "e2e_per_token": 20}
+
+
 def _full_window() -> TelemetryWindow:
     """A window with every counter set, each to its own value (counted down: accepted
-    tokens come after drafted ones in COUNTER_FIELDS and may not exceed them)."""
+    tokens come after drafted ones in COUNTER_FIELDS and may not exceed them), its
+    buckets fitting its totals, so ingestion accepts it."""
+    counters = {name: 11 + len(COUNTER_FIELDS) - i for i, name in enumerate(COUNTER_FIELDS)}
     return TelemetryWindow(
         segment_id=3,
         arm=Arm.SPEC,
@@ -62,18 +73,22 @@ def _full_window() -> TelemetryWindow:
         rollout_id=5,
         window_start=START,
         window_seconds=10,
-        **{name: 11 + len(COUNTER_FIELDS) - i for i, name in enumerate(COUNTER_FIELDS)},
+        **(counters | _FITTING_TOTALS),
         accepted_per_position=[9, 6, 2],
-        **{name: _histogram(20 + i) for i, name in enumerate(HISTOGRAM_FIELDS)},
+        **{
+            name: _histogram(_HISTOGRAM_SEEDS.get(name, 24 + i))
+            for i, name in enumerate(HISTOGRAM_FIELDS)
+        },
         by_load=[
             LoadSlice(
                 load_bucket=2,
                 requests=7,
-                **{name: _histogram(30 + i) for i, name in enumerate(SLICE_HISTOGRAM_FIELDS)},
+                **{name: _histogram(4 + i) for i, name in enumerate(SLICE_HISTOGRAM_FIELDS)},
             )
         ],
-        load=LoadTotals(**_moments(LoadTotals, 40)),
-        request_acceptance=RequestAcceptance(**_moments(RequestAcceptance, 50)),
+        # NOTE: dispatched (the first moment) is the slices' 7 requests.
+        load=LoadTotals(**_moments(LoadTotals, 7)),
+        request_acceptance=RequestAcceptance(**_moments(RequestAcceptance, 3)),
         by_response_position={
             "0-15": PositionTokens(drafted_tokens=30, accepted_tokens=20),
             UNKNOWN: PositionTokens(drafted_tokens=7, accepted_tokens=3),

@@ -65,6 +65,7 @@ def window(
         accepted_tokens=accepted,
         accepted_per_position=per_position or [10, 6, 4],
         ttft=ttft or histogram(b20=requests),
+        e2e=histogram(b30=requests),  # every request has an e2e sample, as from a gateway
     )
 
 

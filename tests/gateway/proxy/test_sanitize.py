@@ -73,6 +73,28 @@ def test_spec_stats_the_telemetry_contract_would_refuse_are_no_stats() -> None:
     assert spec_stats({"metrics": {"speculative_decoding": sd | {"num_spec_steps": 5}}})
 
 
+def test_per_step_arrays_that_miss_the_totals_count_as_no_positions() -> None:
+    sd = VLLM_USAGE_CHUNK["metrics"]["speculative_decoding"]  # type: ignore[index]
+    # Six steps of 3 drafted (18) accepting 11: the arrays add up to the totals.
+    steps = {"per_step_accepted": [1, 2, 2, 3, 3, 0], "per_step_drafted": [3] * 6}
+    fitting = spec_stats({"metrics": {"speculative_decoding": sd | steps}})
+    # Steps begin at 1, 3, 6, 9, 13 and 17: the last in 16-63.
+    assert fitting is not None
+    assert fitting.by_response_position == ((15, 11), (3, 0), (0, 0), (0, 0))
+    # One step short: the totals stay, the request counts whole in `unknown`.
+    short = {"per_step_accepted": [1, 2, 2, 3, 3], "per_step_drafted": [3] * 5}
+    stats = spec_stats({"metrics": {"speculative_decoding": sd | short}})
+    assert stats is not None and stats.by_response_position is None
+    assert (stats.drafts, stats.drafted_tokens, stats.accepted_tokens) == (6, 18, 11)
+
+
+def test_negative_usage_is_no_usage() -> None:
+    assert usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": -1}}) is None
+    assert usage_of({"usage": {"prompt_tokens": -9, "completion_tokens": 1}}) is None
+    usage = usage_of({"usage": {"prompt_tokens": 0, "completion_tokens": 0}})
+    assert usage is not None and (usage.prompt_tokens, usage.completion_tokens) == (0, 0)
+
+
 async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
     for p in parts:
         yield p

@@ -22,7 +22,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.telemetry import RequestRecord, TelemetryAggregator, TelemetryFlusher
 from specwire import LATENCY_BUCKETS_MS, Arm
 from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
-from tests.gateway.records import make_record
+from tests.gateway.records import NO_SPEC_WORK, make_record
 
 T0 = 1_700_000_000.0
 
@@ -59,7 +59,7 @@ async def test_flushed_windows_become_control_rows_once(
     metrics = GatewayMetrics(top_k_segments=4)
     for i in range(3):
         agg.record(rec(T0 + 1 + i))
-    agg.record(rec(T0 + 2, arm=Arm.BASELINE, pair_version_id=None, drafts=0, e2e_ms=0.05))
+    agg.record(rec(T0 + 2, arm=Arm.BASELINE, pair_version_id=None, e2e_ms=0.05, **NO_SPEC_WORK))
     agg.record(rec(T0 + 12, outcome="error", http_status=502))
     async with httpx.AsyncClient() as client:
         flusher = TelemetryFlusher(agg, client, control_url, INTERNAL_TOKEN, 0.05, metrics=metrics)
