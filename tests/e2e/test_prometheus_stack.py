@@ -11,6 +11,7 @@ The same traffic must also land in control's telemetry tables via the gateway's
 flusher.
 """
 
+import functools
 import json
 import shutil
 import subprocess
@@ -71,6 +72,10 @@ def depth_ladder(deep_pool: dict[str, Any], own_pool: dict[str, Any], bound: flo
     A new bound is a new ladder: the gateway starts it on the default rung again, and
     the next request switches back to k = 5."""
     return {"rungs": [{"pool_id": deep_pool["id"], "max_load": bound}, {"pool_id": own_pool["id"]}]}
+
+
+def _pid_of(server: RunningServer) -> int | None:
+    return server.process.pid
 
 
 def seed(admin: Admin, spec: RunningServer, baseline: RunningServer) -> dict[str, Any]:
@@ -201,7 +206,7 @@ def start_agents(
             pool_id=pool["id"],
             endpoint_url=server.base_url,
             speculative=server.speculative,
-            pid=lambda s=server: s.process.pid,
+            pid=functools.partial(_pid_of, server),
         )
         client = ControlClient(control_url, world["agent_tokens"][pool["id"]])
         agent = HeartbeatAgent(worker_id, probe, client, interval=3.0)
@@ -314,7 +319,8 @@ def query(prom_url: str, expr: str) -> list[dict[str, Any]]:
 
 def rule_expressions() -> tuple[list[str], list[str]]:
     doc = yaml.safe_load((ROOT / "dashboards/rules.yml").read_text())
-    records, alerts = [], []
+    records: list[str] = []
+    alerts: list[str] = []
     for group in doc["groups"]:
         for rule in group["rules"]:
             (records if "record" in rule else alerts).append(rule["expr"])
