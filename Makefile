@@ -61,7 +61,8 @@ lint: install
 	$(VENV)/bin/hadolint deploy/images/*Containerfile
 
 typecheck: install
-	$(VENV)/bin/mypy specwire gateway control engine bench demo docs dashboards deploy tests/hostile
+	$(VENV)/bin/mypy specwire gateway control engine bench demo docs dashboards deploy tests/hostile tests/bench tests/dashboards tests/deploy tests/docs \
+	  tests/e2e tests/fixtures tests/specwire
 
 pytest: install services tools
 	$(VENV)/bin/pytest -q -ra --durations=25 $(PYTEST_ARGS)

@@ -73,7 +73,7 @@ def test_the_gateway_serves_https_with_the_flags(tmp_path: Path) -> None:
         client = openai.OpenAI(
             base_url=f"{base}/v1",
             api_key=TENANT_KEY,
-            http_client=httpx.Client(verify=str(cert)),
+            http_client=openai.DefaultHttpxClient(verify=str(cert)),
             max_retries=0,
         )
         assert [m.id for m in client.models.list()] == ["tiny"]
