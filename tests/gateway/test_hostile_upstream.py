@@ -94,10 +94,10 @@ def test_a_worker_url_the_gateway_cannot_encode_fails_that_worker_only(tmp_path:
                     f"{gw.base_url}/v1/chat/completions", json=_chat("ok"), headers=AUTH
                 )
                 assert resp.status_code == 200, resp.text  # fell back to the baseline worker
-            spec_pool = next(
-                p for p in gw.state.store.snapshot.pools if p.workers[0].endpoint_url == bad
-            )
+            snapshot_now = gw.state.store.snapshot
+            assert snapshot_now is not None
+            spec_pool = next(p for p in snapshot_now.pools if p.workers[0].endpoint_url == bad)
             assert gw.state.balancer.breaker(spec_pool.workers[0]).state is BreakerState.OPEN
     # Where heartbeats arrive, such a URL is refused outright.
     with pytest.raises(ValueError, match="ASCII"):
-        WorkerHeartbeat(pool_id=1, endpoint_url=bad, healthy=True, sent_at="2026-01-01T00:00:00Z")  # type: ignore[arg-type]
+        WorkerHeartbeat(pool_id=1, endpoint_url=bad, healthy=True, sent_at="2026-01-01T00:00:00Z")

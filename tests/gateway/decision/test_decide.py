@@ -287,8 +287,10 @@ def test_shadow_serves_baseline_and_mirrors_its_sampled_share() -> None:
     off = _decide(tenant="ops", override="off", state=RolloutState.SHADOW)
     assert (off.reason, off.mirror) == (R.OVERRIDE_HEADER, None)
     assert _decide(state=RolloutState.SHADOW).fall_back().mirror is None
-    other_engine = {"pair_engine_version": "0.31.0", "spec_engine_versions": ["0.32.0"]}
-    assert _decide(state=RolloutState.SHADOW, **other_engine).mirror is None
+    other_engine = _decide(
+        state=RolloutState.SHADOW, pair_engine_version="0.31.0", spec_engine_versions=["0.32.0"]
+    )
+    assert other_engine.mirror is None
     # Other non-exposing states never mirror.
     assert _decide(state=RolloutState.OFFLINE).mirror is None
     assert _decide(state=RolloutState.OFFLINE).reason is R.ROLLOUT_INACTIVE

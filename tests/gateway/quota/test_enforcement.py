@@ -5,11 +5,13 @@ is the benchmark's fake upstream, paced so a stream takes a while)."""
 import asyncio
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionUserMessageParam
 
 from engine.fake import PROMPT_TOKENS, FakeUpstream
 from gateway.quota.memory import InMemoryQuotaLimiter
@@ -18,7 +20,9 @@ from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, run_gateway, serve_app
 
 TOKENS = 16
-MESSAGES = [{"role": "user", "content": "hi"}]
+MESSAGES: list[ChatCompletionMessageParam] = [
+    ChatCompletionUserMessageParam(role="user", content="hi")
+]
 
 
 @pytest.fixture
@@ -27,10 +31,10 @@ def engine_url() -> Iterator[str]:
         yield url
 
 
-def _gateway(tmp_path: Path, engine_url: str, budget: int) -> GatewayServer:
+def _gateway(tmp_path: Path, engine_url: str, budget: int) -> AbstractContextManager[GatewayServer]:
     snapshot = make_snapshot(spec_urls=[engine_url], baseline_urls=[engine_url])
     snapshot.tenants[0].quota = QuotaSpec(weighted_tokens_per_minute=budget)
-    return run_gateway(tmp_path, snapshot)  # type: ignore[return-value]
+    return run_gateway(tmp_path, snapshot)
 
 
 def _window_total(gw: GatewayServer) -> float:
@@ -43,7 +47,7 @@ def _window_total(gw: GatewayServer) -> float:
 def test_a_client_that_leaves_before_the_usage_chunk_is_charged_what_it_streamed(
     tmp_path: Path, engine_url: str
 ) -> None:
-    with _gateway(tmp_path, engine_url, budget=100) as gw:  # type: ignore[attr-defined]
+    with _gateway(tmp_path, engine_url, budget=100) as gw:
         client = OpenAI(base_url=f"{gw.base_url}/v1", api_key=TENANT_KEY, max_retries=0)
         admitted = refused = 0
         for _ in range(15):
@@ -67,7 +71,7 @@ def test_a_client_that_leaves_before_the_usage_chunk_is_charged_what_it_streamed
 
 
 def test_a_finished_stream_is_charged_exactly_its_usage(tmp_path: Path, engine_url: str) -> None:
-    with _gateway(tmp_path, engine_url, budget=10_000) as gw:  # type: ignore[attr-defined]
+    with _gateway(tmp_path, engine_url, budget=10_000) as gw:
         client = OpenAI(base_url=f"{gw.base_url}/v1", api_key=TENANT_KEY, max_retries=0)
         text = "".join(
             c.choices[0].delta.content or ""
@@ -87,7 +91,7 @@ def test_a_finished_stream_is_charged_exactly_its_usage(tmp_path: Path, engine_u
 
 def test_concurrent_requests_cannot_overshoot_the_budget(tmp_path: Path, engine_url: str) -> None:
     # One request reserves about 16 (max_tokens) + ~20 (prompt bytes / 4): 180 fits 5.
-    with _gateway(tmp_path, engine_url, budget=180) as gw:  # type: ignore[attr-defined]
+    with _gateway(tmp_path, engine_url, budget=180) as gw:
 
         async def burst() -> list[int]:
             client = AsyncOpenAI(base_url=f"{gw.base_url}/v1", api_key=TENANT_KEY, max_retries=0)
