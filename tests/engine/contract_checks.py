@@ -34,8 +34,9 @@ def greedy_token_ids(server: RunningServer, prompts: list[str]) -> list[list[int
         server,
         {"prompt": prompts, "max_tokens": GREEDY_TOKENS, "temperature": 0, "ignore_eos": True},
     )
-    choices = sorted(body["choices"], key=lambda c: c["index"])  # type: ignore[arg-type,index]
-    return [list(c["token_ids"]) for c in choices]
+    choices = body["choices"]
+    assert isinstance(choices, list)
+    return [list(c["token_ids"]) for c in sorted(choices, key=lambda c: c["index"])]
 
 
 def sample_pairs(server: RunningServer, temperature: float) -> list[Counter[Outcome]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from transformers import LlamaForCausalLM
 
 from engine.pools.launcher import LaunchOptions, build_server_command
 from engine.tiny.adapter import TrainAdapterSettings, load_model, train_adapter
@@ -36,7 +37,7 @@ MAX_ADAPTER_BYTES = 2 * 1024 * 1024
 SHAPE = ModelShape(hidden_size=64, num_hidden_layers=2, intermediate_size=96)
 
 
-def _tiny() -> torch.nn.Module:
+def _tiny() -> LlamaForCausalLM:
     return build_model(SHAPE, vocab_size=50, max_positions=32, eos_id=0, seed=3)
 
 

@@ -10,13 +10,18 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
-from engine.pools.launcher import iomp_preload  # noqa: E402
-from engine.vllm_fix import (  # noqa: E402
+import torch
+
+from engine.pools.launcher import iomp_preload
+from engine.vllm_fix import (
     fixed_expand_kernel_impl,
     is_buggy,
     patch_module,
@@ -28,7 +33,7 @@ GREEDY_TEMPERATURE = 0  # vllm.v1.sample.rejection_sampler.GREEDY_TEMPERATURE
 
 
 @pytest.fixture(scope="module")
-def cpu_triton_utils():  # type: ignore[no-untyped-def]
+def cpu_triton_utils() -> ModuleType:
     """The installed (unpatched) module, with vLLM's C++ ops loaded."""
     from vllm.platforms import current_platform
 
@@ -40,7 +45,14 @@ def cpu_triton_utils():  # type: ignore[no-untyped-def]
     return module
 
 
-def _expand_with(impl, values, cu, out_dtype, replace_from, replace_to):  # type: ignore[no-untyped-def]
+def _expand_with(
+    impl: Callable[..., None],
+    values: Sequence[float],
+    cu: list[int],
+    out_dtype: torch.dtype,
+    replace_from: float,
+    replace_to: float,
+) -> torch.Tensor:
     # NOTE: NaN/-7 sentinels make "never written" visible, like new_empty's garbage.
     fill = float("nan") if out_dtype.is_floating_point else -7
     out = torch.full((int(cu[-1]),), fill, dtype=out_dtype)
@@ -66,7 +78,9 @@ def _expand_with(impl, values, cu, out_dtype, replace_from, replace_to):  # type
         ([3, 9], [2, 3], torch.int64, 9, 1),
     ],
 )
-def test_fixed_kernel_matches_reference(values, cu, dtype, replace_from, replace_to) -> None:  # type: ignore[no-untyped-def]
+def test_fixed_kernel_matches_reference(
+    values: list[float], cu: list[int], dtype: torch.dtype, replace_from: float, replace_to: float
+) -> None:
     got = _expand_with(fixed_expand_kernel_impl, values, cu, dtype, replace_from, replace_to)
     want = reference_expand(values, cu, replace_from, replace_to)
     assert got.dtype == dtype
@@ -74,7 +88,7 @@ def test_fixed_kernel_matches_reference(values, cu, dtype, replace_from, replace
 
 
 def test_installed_kernel_is_buggy_on_float_output_and_fixed_one_is_not(
-    cpu_triton_utils,  # type: ignore[no-untyped-def]
+    cpu_triton_utils: ModuleType,
 ) -> None:
     if not is_buggy(cpu_triton_utils):
         pytest.skip("the installed vLLM no longer has the expand-kernel bug")
@@ -94,7 +108,7 @@ def test_installed_kernel_is_buggy_on_float_output_and_fixed_one_is_not(
     )
 
 
-def _module_from_source(tmp_path, name: str, source: str):  # type: ignore[no-untyped-def]
+def _module_from_source(tmp_path: Path, name: str, source: str) -> ModuleType:
     import importlib.util
 
     path = tmp_path / f"{name}.py"
@@ -106,7 +120,7 @@ def _module_from_source(tmp_path, name: str, source: str):  # type: ignore[no-un
     return module
 
 
-def test_patch_is_idempotent_and_skips_fixed_code(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_patch_is_idempotent_and_skips_fixed_code(tmp_path: Path) -> None:
     buggy = _module_from_source(
         tmp_path,
         "buggy_cpu_triton_utils",

@@ -6,11 +6,15 @@ import os
 import subprocess
 import sys
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
 
 from engine.vllm_fix import pythonpath_with_fix
 from engine.vllm_fix.lora_rows import TARGET, is_buggy, patch_module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 torch = pytest.importorskip("torch")
 
@@ -25,7 +29,7 @@ def _fresh_ops() -> ModuleType:
     return module
 
 
-def _case() -> tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
+def _case() -> tuple["Tensor", "Tensor", "Tensor"]:
     torch.manual_seed(0)
     inputs = torch.randn(3, 4)
     weights = torch.randn(1, 1, 5, 4)  # one adapter slot, [slots, 1, out, in]
