@@ -62,7 +62,7 @@ lint: install
 
 typecheck: install
 	$(VENV)/bin/mypy specwire gateway control engine bench demo docs dashboards deploy tests/hostile tests/bench tests/dashboards tests/deploy tests/docs \
-	  tests/e2e tests/fixtures tests/specwire tests/gateway tests/engine
+	  tests/e2e tests/fixtures tests/specwire tests/gateway tests/engine tests/control
 
 pytest: install services tools
 	$(VENV)/bin/pytest -q -ra --durations=25 $(PYTEST_ARGS)

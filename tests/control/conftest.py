@@ -2,8 +2,9 @@
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -223,7 +224,19 @@ def qualify_offline(
     return {"eval_set": eval_set, "evaluation": evaluation}
 
 
-WAIVE_ALL = {
+class Waiver(TypedDict):
+    waive: list[str]
+    reason: str
+
+
+WAIVE_ALL: Waiver = {
     "waive": ["offline_evaluation", "shadow"],
     "reason": "test: straight to canary",
 }
+
+
+def sdk_http(client: TestClient) -> httpx.Client:
+    """`client` as the httpx.Client that AdminClient takes, to drive the app in-process.
+    Starlette's TestClient subclasses httpx2.Client: httpx.Client's API under another
+    class, so the types disagree where the calls do not."""
+    return cast(httpx.Client, client)

@@ -16,7 +16,7 @@ from specwire.admin_client import (
     PreconditionFailed,
     Unreachable,
 )
-from tests.control.conftest import WAIVE_ALL
+from tests.control.conftest import WAIVE_ALL, sdk_http
 from tests.fixtures.db import ADMIN_TOKEN
 
 
@@ -49,7 +49,7 @@ def recorded(app_client: TestClient) -> tuple[AdminClient, list[str]]:
         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
     )
     http.event_hooks = {"request": [record], "response": []}
-    admin = AdminClient("http://testserver", http=http)
+    admin = AdminClient("http://testserver", http=sdk_http(http))
     return admin, seen
 
 

@@ -126,7 +126,7 @@ def _fill(path: str, ids: dict[str, Any], missing: str | None) -> str:
 
 def _send(client: TestClient, method: str, url: str, token: str) -> Any:
     headers = {"Authorization": f"Bearer {token}", "If-Match": '"1"'}
-    body = None if method in ("GET", "DELETE") else {}
+    body: dict[str, Any] | None = None if method in ("GET", "DELETE") else {}
     return client.request(method, url, json=body, headers=headers)
 
 

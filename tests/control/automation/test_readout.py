@@ -17,6 +17,7 @@ from control.telemetry.service import ingest_batch
 from specwire import Arm, PositionTokens, TelemetryWindow
 from specwire.telemetry import UNKNOWN
 from tests.control.automation import scenario as sc
+from tests.control.conftest import sdk_http
 from tests.fixtures.db import ADMIN_TOKEN
 
 HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -155,9 +156,9 @@ def test_rollout_show_prints_the_readout(
 
     def in_process(url: str, token: str) -> AdminClient:
         # NOTE: the app runs in-process (TestClient) so the test shares its database.
-        client.base_url = "http://testserver/admin/v1"  # type: ignore[assignment]
+        client.base_url = "http://testserver/admin/v1"
         client.headers["Authorization"] = f"Bearer {token}"
-        return AdminClient(url, http=client)
+        return AdminClient(url, http=sdk_http(client))
 
     monkeypatch.setattr(session, "make_client", in_process)
     runner = CliRunner(env={"SPECROUTE_ADMIN_TOKEN": ADMIN_TOKEN, "COLUMNS": "160"})

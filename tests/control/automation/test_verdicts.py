@@ -2,9 +2,10 @@
 
 import math
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from pydantic import BaseModel
 
 from control.automation.evidence import (
     ArmSummary,
@@ -40,6 +41,15 @@ from control.stats import (
 )
 from specwire import RolloutState
 from tests.control.automation.scenario import threshold_row
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _unvalidated(model: type[M], **fields: Any) -> M:
+    """`model` with only `fields` set, built without validation: the rules under test read
+    no other field. (The pydantic mypy plugin types model_construct as if every required
+    field had to be given; pydantic itself leaves the others unset.)"""
+    return model.model_construct(**fields)
 
 
 def _health(**overrides: object) -> PoolHealth:
@@ -124,7 +134,7 @@ def _evidence(**fields: Any) -> Evidence:
         "blocks": {},
         "missing": [],
     }
-    return Evidence.model_construct(**(values | fields))
+    return _unvalidated(Evidence, **(values | fields))
 
 
 def _speedup(speedup: float, lower: float, upper: float) -> StageComparison:
@@ -307,15 +317,16 @@ def test_a_shadow_projects_to_the_canarys_first_stage() -> None:
 
 
 def _passing_shadow(canary: NextStage | None) -> Evidence:
-    accepted = AcceptanceMonitor.model_construct(decision=SprtDecision.ACCEPT)
-    quiet = CusumResult.model_construct(alarm=False)
+    accepted = _unvalidated(AcceptanceMonitor, decision=SprtDecision.ACCEPT)
+    quiet = _unvalidated(CusumResult, alarm=False)
     return _evidence(
-        acceptance=AcceptanceEstimate.model_construct(mean_acceptance_length=2.4),
+        acceptance=_unvalidated(AcceptanceEstimate, mean_acceptance_length=2.4),
         acceptance_monitor=accepted,
-        error_guard=ErrorGuard.model_construct(
+        error_guard=_unvalidated(
+            ErrorGuard,
             margin=0.01,
             cusum=quiet,
-            stage=ConfidenceSequence.model_construct(lower=-0.01, upper=0.01),
+            stage=_unvalidated(ConfidenceSequence, lower=-0.01, upper=0.01),
         ),
         p95_ratio=1.05,
         stage={"e2e_per_token": _speedup(1.3, 1.2, 1.4)},
@@ -388,17 +399,18 @@ def test_the_shadow_starts_the_canary_only_on_evidence_at_the_canarys_load() -> 
 
 def _promotable(**fields: Any) -> Evidence:
     """Canary evidence on which every promotion check passes; `fields` overrides."""
-    accepted = AcceptanceMonitor.model_construct(decision=SprtDecision.ACCEPT)
-    quiet = CusumResult.model_construct(alarm=False)
+    accepted = _unvalidated(AcceptanceMonitor, decision=SprtDecision.ACCEPT)
+    quiet = _unvalidated(CusumResult, alarm=False)
     values: dict[str, Any] = {
-        "acceptance": AcceptanceEstimate.model_construct(mean_acceptance_length=2.4),
+        "acceptance": _unvalidated(AcceptanceEstimate, mean_acceptance_length=2.4),
         "acceptance_monitor": accepted,
-        "error_guard": ErrorGuard.model_construct(
+        "error_guard": _unvalidated(
+            ErrorGuard,
             margin=0.01,
             cusum=quiet,
-            stage=ConfidenceSequence.model_construct(lower=-0.004, upper=0.006),
-            noninferiority=ConfidenceSequence.model_construct(
-                estimate=0.001, lower=-0.004, upper=0.006
+            stage=_unvalidated(ConfidenceSequence, lower=-0.004, upper=0.006),
+            noninferiority=_unvalidated(
+                ConfidenceSequence, estimate=0.001, lower=-0.004, upper=0.006
             ),
         ),
         "ttft_ratio": 1.0,
@@ -421,22 +433,22 @@ def test_promotion_needs_the_error_differences_upper_bound_below_the_margin() ->
     assert _canary(_promotable()).action is Action.PROMOTE
     # Decision 230 of the fleet probe: spec 5.8 % vs baseline 2.0 %, lower bound +0.04
     # points (below the 1-point margin), upper far above it: not evidence of "not worse".
-    worse = ErrorGuard.model_construct(
+    worse = _unvalidated(
+        ErrorGuard,
         margin=0.01,
-        cusum=CusumResult.model_construct(alarm=False),
-        noninferiority=ConfidenceSequence.model_construct(
-            estimate=0.039, lower=0.0004, upper=0.075
-        ),
+        cusum=_unvalidated(CusumResult, alarm=False),
+        noninferiority=_unvalidated(ConfidenceSequence, estimate=0.039, lower=0.0004, upper=0.075),
     )
     verdict = _canary(_promotable(error_guard=worse))
     assert verdict.action is Action.HOLD
     assert verdict.checks["error_rate_within_margin"] is False
     # Not yet shown, but the estimate is within the margin: wait for the bound to close,
     # without counting an inconclusive round.
-    pending = ErrorGuard.model_construct(
+    pending = _unvalidated(
+        ErrorGuard,
         margin=0.01,
-        cusum=CusumResult.model_construct(alarm=False),
-        noninferiority=ConfidenceSequence.model_construct(estimate=0.002, lower=-0.01, upper=0.014),
+        cusum=_unvalidated(CusumResult, alarm=False),
+        noninferiority=_unvalidated(ConfidenceSequence, estimate=0.002, lower=-0.01, upper=0.014),
     )
 
     def judge(seconds_in_state: float) -> Verdict:

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,8 +49,8 @@ def status(code: int, reason: str, message: str) -> bytes:
 
 @contextmanager
 def fake_api_server(
-    replicas: dict[str, int], forbidden: set[str] = frozenset()
-) -> Iterator[FakeApiServer]:  # type: ignore[assignment]
+    replicas: dict[str, int], forbidden: Collection[str] = frozenset()
+) -> Iterator[FakeApiServer]:
     fake = FakeApiServer(dict(replicas), set(forbidden))
 
     class Handler(BaseHTTPRequestHandler):
@@ -88,6 +88,7 @@ def fake_api_server(
             if name not in fake.replicas or namespace != "specroute":
                 return self._answer(404, status(404, "NotFound", f'"{name}" not found'))
             if method == "PATCH":
+                assert body is not None
                 # A strategic merge patch of the Scale object, as the API server applies it.
                 fake.replicas[name] = int(body["spec"]["replicas"])
             scale = {

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from click.testing import Result
+from typer.testing import Result
 
 from tests.control.cli.conftest import ok
 from tests.control.conftest import eval_cases, write_model_dir

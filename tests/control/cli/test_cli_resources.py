@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import Result
+from typer.testing import Result
 
 from control.cli.admin.watch import State
 from specwire.admin_client import AdminClient
@@ -275,7 +275,7 @@ def test_rollout_wait_and_watch_follow_the_state(
     cli: Callable[..., Result], setup: AdminClient
 ) -> None:
     admin = setup
-    admin.rollouts.act("code-tiny", "start", **WAIVE_ALL)  # type: ignore[arg-type]
+    admin.rollouts.act("code-tiny", "start", **WAIVE_ALL)
     assert admin.rollouts.find("code-tiny")["state"] == "canary"
     reached = ok(cli, "rollout", "wait", "code-tiny", "--for", "canary")
     assert STAMP.match(reached) and "rollout code-tiny: canary at 1 %" in reached
@@ -326,7 +326,7 @@ def test_rollout_wait_and_watch_follow_the_state(
 
 def test_decisions_list_in_numeric_order(cli: Callable[..., Result], setup: AdminClient) -> None:
     admin = setup
-    admin.rollouts.act("code-tiny", "start", **WAIVE_ALL)  # type: ignore[arg-type]
+    admin.rollouts.act("code-tiny", "start", **WAIVE_ALL)
     for _ in range(5):
         admin.rollouts.act("code-tiny", "pause", reason="test")
         admin.rollouts.act("code-tiny", "resume", reason="test")

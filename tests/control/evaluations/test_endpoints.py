@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from control.models import EvaluationCaseResult
 from specwire.admin_client import AdminClient
-from tests.control.conftest import created, qualify_offline
+from tests.control.conftest import created, qualify_offline, sdk_http
 from tests.fixtures.db import ADMIN_TOKEN
 
 
@@ -21,7 +21,7 @@ def sdk(app_client: TestClient) -> AdminClient:
         base_url="http://testserver/admin/v1",
         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
     )
-    return AdminClient("http://testserver", http=http)
+    return AdminClient("http://testserver", http=sdk_http(http))
 
 
 def _result(key: str, outcome: str = "ok", accepted: tuple[int, ...] = (8, 6, 4)) -> dict[str, Any]:

@@ -30,6 +30,7 @@ def _beat(
 def test_engine_telemetry_is_exported_per_worker_with_the_energy_source(
     app_client: TestClient, agent_headers: AgentHeaders, seeded: dict[str, Any]
 ) -> None:
+    spec_source = "absent: no powercap (/sys/class/powercap missing); no NVML"
     spec = {
         "engine_steps": 43,
         "decode_seconds": 1.25,
@@ -37,7 +38,7 @@ def test_engine_telemetry_is_exported_per_worker_with_the_energy_source(
         "kv_blocks_total": 819,
         "kv_blocks_used": 12,
         "kv_block_size": 128,
-        "energy_source": "absent: no powercap (/sys/class/powercap missing); no NVML",
+        "energy_source": spec_source,
     }
     base = {
         "engine_steps": 9,
@@ -77,7 +78,7 @@ def test_engine_telemetry_is_exported_per_worker_with_the_energy_source(
         ("specroute_control_worker_running_sequences", sp): 3.0,
         (
             "specroute_control_worker_energy_source_info",
-            labels(sp, source=spec["energy_source"]),
+            labels(sp, source=spec_source),
         ): 1.0,
         ("specroute_control_worker_engine_steps_total", bp): 9.0,
         ("specroute_control_worker_kv_blocks", labels(bp, state="total")): 100.0,

@@ -88,7 +88,7 @@ def test_every_path_class_or_code_flag_and_every_reserved_flag_is_refused(
 def test_codes_say_why(
     app_client: TestClient, admin_headers: dict[str, str], model_dirs: dict[str, str]
 ) -> None:
-    cases = {
+    cases: dict[str, tuple[dict[str, Any], str]] = {
         "port": ({"port": 9000}, "engine_arg_reserved"),
         "api-key": ({"api_key": "x"}, "engine_arg_reserved"),
         "worker-extension-cls": ({"worker-extension-cls": "os.system"}, "engine_arg_not_allowed"),
