@@ -1,7 +1,10 @@
-"""/admin/v1/telemetry: stored windows by id, so every decision can be recomputed.
+"""/admin/v1/telemetry: stored windows by id, so every decision can be recomputed, and
+draft acceptance over a segment's windows in a time range.
 
 A decision row names the windows its evidence was computed from (`window_ids`);
-this returns exactly those documents, as the gateways sent them.
+`/windows` returns exactly those documents, as the gateways sent them.
+`/acceptance` sums any segment's windows, in a rollout or not
+(control.telemetry.acceptance).
 """
 
 from datetime import datetime
@@ -12,10 +15,12 @@ from control.api.auth import Reader
 from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.ids import MAX_ID
+from control.clock import now
 from control.errors import InvalidRequest
-from control.telemetry import repository
+from control.telemetry import acceptance, repository
+from control.telemetry.schemas import WindowAcceptance
 from control.telemetry.service import window_fields
-from specwire import TelemetryWindow
+from specwire import Arm, TelemetryWindow
 from specwire.telemetry import STORED
 
 router = APIRouter(prefix="/telemetry", tags=["telemetry"])
@@ -47,6 +52,42 @@ def list_telemetry_windows(
         )
         for row in rows
     ]
+
+
+@router.get(
+    "/acceptance",
+    response_model=WindowAcceptance,
+    responses=error_responses(404, 422),
+    description="Drafted and accepted tokens, acceptance per draft position and per "
+    "response-position bucket, summed over the segment's stored windows (every "
+    "gateway's) starting in [since, until): at most "
+    f"{acceptance.MAX_RANGE.days} days, and the oldest {acceptance.MAX_SUMMED_WINDOWS} "
+    "windows (`truncated` says when more matched).",
+)
+def get_telemetry_acceptance(
+    session: SessionDep,
+    _: Reader,
+    segment_id: int = Query(ge=1, le=MAX_ID, description="The segment whose windows to sum."),
+    pool_id: int | None = Query(
+        default=None,
+        ge=1,
+        le=MAX_ID,
+        description="Only the windows of this spec pool's pair version (windows carry "
+        "the pair version, not the pool; a baseline pool is refused).",
+    ),
+    arm: Arm | None = Query(default=None, description="Only this arm; default: both."),
+    since: datetime | None = Query(
+        default=None,
+        description="Windows starting at or after (UTC); default: an hour before until.",
+    ),
+    until: datetime | None = Query(
+        default=None, description="Windows starting before (UTC); default: now."
+    ),
+) -> WindowAcceptance:
+    start, end = acceptance.time_range(since, until, now())
+    return acceptance.window_acceptance(
+        session, segment_id=segment_id, start=start, end=end, arm=arm, pool_id=pool_id
+    )
 
 
 def _parse_ids(raw: str) -> list[int]:

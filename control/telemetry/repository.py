@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, Select, select
+from sqlalchemy import Insert, Row, Select, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -79,6 +79,36 @@ def select_windows(
     if pair_version_id is not None:
         stmt = stmt.where(TelemetryWindowRow.pair_version_id == pair_version_id)
     return stmt.order_by(TelemetryWindowRow.window_start, TelemetryWindowRow.id)
+
+
+# What an acceptance summary reads of a window: no histograms, no moments.
+ACCEPTANCE_COLUMNS = (
+    TelemetryWindowRow.window_start,
+    TelemetryWindowRow.requests,
+    TelemetryWindowRow.drafts,
+    TelemetryWindowRow.drafted_tokens,
+    TelemetryWindowRow.accepted_tokens,
+    TelemetryWindowRow.accepted_per_position,
+    TelemetryWindowRow.by_response_position,
+)
+
+
+def acceptance_rows(
+    session: Session,
+    *,
+    segment_id: int,
+    start: datetime,
+    end: datetime,
+    arm: str | None,
+    pair_version_id: int | None,
+    limit: int,
+) -> list[Row[Any]]:
+    """`ACCEPTANCE_COLUMNS` of a segment's windows starting in [start, end), oldest
+    first, at most `limit` (on the (segment_id, window_start) index)."""
+    stmt = select_windows(
+        start=start, end=end, segment_id=segment_id, arm=arm, pair_version_id=pair_version_id
+    )
+    return list(session.execute(stmt.with_only_columns(*ACCEPTANCE_COLUMNS).limit(limit)))
 
 
 def windows_by_ids(session: Session, ids: Sequence[int]) -> list[TelemetryWindowRow]:
