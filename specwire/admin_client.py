@@ -184,6 +184,12 @@ class AdminClient:
         """Measured acceptance per LoRA adapter and pair version (getAdapterAcceptance)."""
         return self.run(ops.adapter_acceptance(**filters))
 
+    def telemetry_acceptance(self, segment: str | int, **filters: Any) -> Document:
+        """Acceptance over a segment's stored windows, by draft and by response position
+        (getTelemetryAcceptance): `pool`, `arm`, `since`, `until`; segment and pool by
+        name or id."""
+        return self.run(ops.telemetry_acceptance(segment, **filters))
+
     def close(self) -> None:
         self.http.close()
 
@@ -291,6 +297,12 @@ class AsyncAdminClient:
     async def adapter_acceptance(self, **filters: Any) -> Document:
         """Measured acceptance per LoRA adapter and pair version (getAdapterAcceptance)."""
         return await self.run(ops.adapter_acceptance(**filters))
+
+    async def telemetry_acceptance(self, segment: str | int, **filters: Any) -> Document:
+        """Acceptance over a segment's stored windows, by draft and by response position
+        (getTelemetryAcceptance): `pool`, `arm`, `since`, `until`; segment and pool by
+        name or id."""
+        return await self.run(ops.telemetry_acceptance(segment, **filters))
 
     async def aclose(self) -> None:
         await self.http.aclose()

@@ -511,3 +511,22 @@ def adapter_acceptance(**filters: Any) -> Step[Document]:
     """Measured acceptance per LoRA adapter and pair version (getAdapterAcceptance)."""
     got: Document = yield from fetch(Call("GET", "/adapters/acceptance", params=filters))
     return got
+
+
+def telemetry_acceptance(
+    segment: str | int,
+    *,
+    pool: str | int | None = None,
+    arm: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> Step[Document]:
+    """Acceptance over a segment's stored windows, by draft and by response position
+    (getTelemetryAcceptance); segment and pool by name or id."""
+    segment_id = yield from Steps.segments.id_of(segment)
+    pool_id = (yield from Steps.pools.id_of(pool)) if pool is not None else None
+    params = {"segment_id": segment_id, "pool_id": pool_id, "arm": arm}
+    got: Document = yield from fetch(
+        Call("GET", "/telemetry/acceptance", params={**params, "since": since, "until": until})
+    )
+    return got

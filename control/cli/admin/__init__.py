@@ -21,6 +21,7 @@ from control.cli.admin.pairs import pair_app
 from control.cli.admin.resources import pool_app, segment_app, thresholds_app, token_app
 from control.cli.admin.rollouts import rollout_app
 from control.cli.admin.session import configure
+from control.cli.admin.telemetry import telemetry_app
 from control.cli.admin.tenants import key_app, tenant_app
 
 app = typer.Typer(
@@ -41,6 +42,7 @@ for sub, name in (
     (records.evaluation_app, "evaluation"),
     (records.decision_app, "decision"),
     (records.request_app, "request"),
+    (telemetry_app, "telemetry"),
 ):
     app.add_typer(sub, name=name)
 
