@@ -119,7 +119,7 @@ def _posted(setup: Setup) -> list[dict[str, Any]]:
 
 def test_a_case_the_engine_fails_is_recorded_and_the_others_are_posted(setup: Setup) -> None:
     engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), "FAIL-ME", "event")
-    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+    with serve_app(engine) as engine_url:
         strict = _evaluate(setup, engine_url)
         tolerant = _evaluate(setup, engine_url, "--max-failed-cases", "1")
     # Default --max-failed-cases 0: posted with the failure recorded, then exit 1.
@@ -154,7 +154,7 @@ def test_a_case_the_engine_fails_is_recorded_and_the_others_are_posted(setup: Se
 
 def test_an_engine_failing_every_case_posts_nothing_and_exits_1(setup: Setup) -> None:
     engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), '"user"', "status")
-    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+    with serve_app(engine) as engine_url:
         result = _evaluate(setup, engine_url, "--max-failed-cases", "10")
     assert result.exit_code == 1, result.output
     assert engine.failed == 4
@@ -176,7 +176,7 @@ def test_out_holds_the_exact_body_posted(
     monkeypatch.setattr(run, "post_evaluation", spy)
     out = tmp_path / "evaluation.json"
     engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), "FAIL-ME", "status")
-    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+    with serve_app(engine) as engine_url:
         result = _evaluate(setup, engine_url, "--out", str(out), "--max-failed-cases", "1")
         printed = tmp_path / "not-posted.json"
         unposted = _evaluate(setup, engine_url, "--out", str(printed), "--no-post")
@@ -207,7 +207,7 @@ def test_out_keeps_the_body_when_control_is_gone_and_it_posts_later(
     monkeypatch.setattr(run, "post_evaluation", post_to_nowhere)
     out = tmp_path / "kept.json"
     engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), "FAIL-ME", "event")
-    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+    with serve_app(engine) as engine_url:
         result = _evaluate(setup, engine_url, "--out", str(out))
     assert result.exit_code == 1, result.output
     assert "control refused the evaluation" in result.output
@@ -240,7 +240,7 @@ def test_an_engine_without_per_request_metrics_is_evaluated_from_its_counters(
 ) -> None:
     fake = FakeUpstream(TOKENS, 0.001, "tiny", per_request_metrics=False, spec_counters=True)
     out = tmp_path / "counters.json"
-    with serve_app(fake) as engine_url:  # type: ignore[arg-type]
+    with serve_app(fake) as engine_url:
         # Earlier traffic: the counters do not start at zero, only their difference counts.
         for _ in range(2):
             body = {"model": "tiny", "prompt": "x", "max_tokens": TOKENS}
@@ -281,7 +281,7 @@ def test_an_engine_with_neither_source_stops_after_one_case_with_the_flag_to_add
     setup: Setup,
 ) -> None:
     fake = FakeUpstream(TOKENS, 0.001, "tiny", per_request_metrics=False)
-    with serve_app(fake) as engine_url:  # type: ignore[arg-type]
+    with serve_app(fake) as engine_url:
         result = _evaluate(setup, engine_url)
     assert result.exit_code == 1, result.output
     assert "gives no acceptance to measure" in result.output
@@ -301,7 +301,7 @@ class SharedEngine(FakeUpstream):
 
 def test_counters_an_other_client_moved_stop_the_evaluation(setup: Setup) -> None:
     fake = SharedEngine(TOKENS, 0.001, "tiny", per_request_metrics=False, spec_counters=True)
-    with serve_app(fake) as engine_url:  # type: ignore[arg-type]
+    with serve_app(fake) as engine_url:
         result = _evaluate(setup, engine_url)
     assert result.exit_code == 1, result.output
     assert "the engine generated 128 tokens during the evaluation but its cases" in result.output

@@ -70,7 +70,7 @@ def test_the_probe_waits_for_a_completed_case_and_refuses_an_engine_with_no_sour
         seen.append(run)
         probe(run)
 
-    with serve_app(engine) as url:  # type: ignore[arg-type]
+    with serve_app(engine) as url:
         runs = run_all(url, cases, k=3, max_tokens=TOKENS, temperature=0.0, probe=watching)
         assert probe.source == ENGINE_COUNTERS
         assert len(seen) == 1 and seen[0].error is None and seen[0].histogram is None

@@ -46,8 +46,8 @@ def test_cases_stream_concurrently_and_the_cost_ratio_is_timed_on_both_engines()
             done.append(n)
 
     with (
-        serve_app(spec_engine) as spec_url,  # type: ignore[arg-type]
-        serve_app(base_engine) as base_url,  # type: ignore[arg-type]
+        serve_app(spec_engine) as spec_url,
+        serve_app(base_engine) as base_url,
     ):
         spec = run_all(
             spec_url,
@@ -137,7 +137,7 @@ def test_a_case_the_engine_fails_is_an_error_outcome_outside_every_aggregate(
     cases = _cases(6)
     cases[4] = (cases[4][0], [{"role": "user", "content": "FAIL-ME"}])
     engine = FailingEngine(FakeUpstream(TOKENS, 0.001, "tiny"), "FAIL-ME", mode)
-    with serve_app(engine) as url:  # type: ignore[arg-type]
+    with serve_app(engine) as url:
         spec = run_all(url, cases, k=3, max_tokens=TOKENS, temperature=0.0, concurrency=3)
     assert engine.failed == 1
     assert [r.error is None for r in spec] == [True, True, True, True, False, True]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
@@ -67,8 +68,9 @@ class GatewayServer:
 
 
 @contextmanager
-def serve_app(app: FastAPI) -> Iterator[str]:
-    """Run `app` under uvicorn on a free loopback port in a thread; yield its base URL."""
+def serve_app(app: ASGIApp) -> Iterator[str]:
+    """Run `app` (any ASGI app: a FastAPI app, a fake engine) under uvicorn on a free
+    loopback port in a thread; yield its base URL."""
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")

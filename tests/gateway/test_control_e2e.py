@@ -332,7 +332,7 @@ def test_a_routed_record_keeps_seed_digests_and_build_and_replays_without_text(
     stop = [REPLAY_MARKER, "\n\n"]
     agent_client = ControlClient(control_url, token)
     fake = FakeUpstream(tokens=3, interval_s=0.001, model="tiny")
-    with serve_app(fake) as engine_url:  # type: ignore[arg-type]
+    with serve_app(fake) as engine_url:
         build = specroute_build(vllm_fix=True)
         probe = WorkerProbe(
             pool_id=int(str(pool["id"])), endpoint_url=engine_url, speculative=False, build=build

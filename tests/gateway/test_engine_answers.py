@@ -35,7 +35,7 @@ def _chat(mode: str, *, stream: bool = False) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Any:
     engine = HostileEngine()
-    with serve_app(engine) as url:  # type: ignore[arg-type]
+    with serve_app(engine) as url:
         snapshot = make_snapshot(spec_urls=[url], baseline_urls=[url])
         with run_gateway(
             tmp_path_factory.mktemp("gw"),

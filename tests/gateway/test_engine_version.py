@@ -13,8 +13,8 @@ from tests.gateway.server import run_gateway, serve_app
 def test_engine_version_mismatch_is_refused_from_the_spec_arm(tmp_path: Path) -> None:
     spec_engine, base_engine = FakeUpstream(2, 0.001, "tiny"), FakeUpstream(2, 0.001, "tiny")
     with (
-        serve_app(spec_engine) as spec_url,  # type: ignore[arg-type]
-        serve_app(base_engine) as base_url,  # type: ignore[arg-type]
+        serve_app(spec_engine) as spec_url,
+        serve_app(base_engine) as base_url,
     ):
         body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
         auth = {"Authorization": f"Bearer {TENANT_KEY}"}

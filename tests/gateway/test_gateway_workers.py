@@ -150,7 +150,7 @@ def test_two_processes_one_scrape_counts_every_request_and_telemetry_counts_once
     (metrics_dir / "counter_4242.db").write_bytes(b"not a metrics file")
     (metrics_dir / "notes.txt").write_text("kept")
     engine = FakeUpstream(tokens=8, interval_s=0.004, model="tiny")
-    with serve_app(engine) as engine_url:  # type: ignore[arg-type]
+    with serve_app(engine) as engine_url:
         with gateway_workers(tmp_path, engine_url, control_url, metrics_dir) as (url, proc):
             assert not (metrics_dir / "counter_4242.db").exists()
             assert (metrics_dir / "notes.txt").read_text() == "kept"

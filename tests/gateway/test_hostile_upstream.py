@@ -30,7 +30,7 @@ def _chat(mode: str, *, stream: bool = False) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def hostile_gateway(tmp_path_factory: pytest.TempPathFactory) -> Any:
     engine = HostileEngine()
-    with serve_app(engine) as url:  # type: ignore[arg-type]
+    with serve_app(engine) as url:
         snapshot = make_snapshot(spec_urls=[url], baseline_urls=[url])
         with run_gateway(
             tmp_path_factory.mktemp("gw"), snapshot, breaker_failure_threshold=1000
@@ -85,7 +85,7 @@ def test_a_stream_of_unparseable_events_ends_in_a_typed_error_event(
 
 def test_a_worker_url_the_gateway_cannot_encode_fails_that_worker_only(tmp_path: Path) -> None:
     engine = HostileEngine()
-    with serve_app(engine) as url:  # type: ignore[arg-type]
+    with serve_app(engine) as url:
         bad = "http://engine-ü.example:8000"
         snapshot = make_snapshot(spec_urls=[bad], baseline_urls=[url])
         with run_gateway(tmp_path, snapshot, breaker_failure_threshold=2) as gw:

@@ -42,7 +42,7 @@ def stream(gw: GatewayServer) -> tuple[list[Any], float]:
 def test_a_stream_longer_than_the_idle_timeout_with_short_gaps_completes(tmp_path: Path) -> None:
     # 12 tokens 60 ms apart: 0.72 s in all, ~3x the idle timeout, every gap a quarter of it.
     engine = FakeUpstream(tokens=12, interval_s=0.06, model="tiny")
-    with serve_app(engine) as url:  # type: ignore[arg-type]
+    with serve_app(engine) as url:
         snapshot = make_snapshot(spec_urls=[], baseline_urls=[url])
         with run_gateway(tmp_path, snapshot, idle_timeout_s=IDLE_S) as gw:
             for _ in range(2):  # the second on the pooled connection the first left

@@ -22,7 +22,7 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with serve_app(FakeUpstream(4, 0.001, model="tiny")) as engine:  # type: ignore[arg-type]
+    with serve_app(FakeUpstream(4, 0.001, model="tiny")) as engine:
         snapshot = make_snapshot(spec_urls=[engine], baseline_urls=[engine])
         with run_gateway(tmp_path_factory.mktemp("gw"), snapshot) as gw:
             yield gw

@@ -96,7 +96,7 @@ def tokens(chunks: list[str]) -> int:
 def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
     # 30 tokens 60 ms apart: the stream runs ~1.8 s, well inside a 20-s grace.
     with (
-        serve_app(FakeUpstream(tokens=30, interval_s=0.06)) as upstream,  # type: ignore[arg-type]
+        serve_app(FakeUpstream(tokens=30, interval_s=0.06)) as upstream,
         gateway_process(tmp_path, upstream, SPECROUTE_GATEWAY_SHUTDOWN_GRACE_S="20") as (
             url,
             proc,
@@ -124,7 +124,7 @@ def test_sigterm_lets_a_stream_in_flight_finish(tmp_path: Path) -> None:
 def test_a_stream_longer_than_the_grace_is_cut_at_the_deadline(tmp_path: Path) -> None:
     # 100 tokens 100 ms apart (~10 s) against a 1-s grace.
     with (
-        serve_app(FakeUpstream(tokens=100, interval_s=0.1)) as upstream,  # type: ignore[arg-type]
+        serve_app(FakeUpstream(tokens=100, interval_s=0.1)) as upstream,
         gateway_process(tmp_path, upstream, SPECROUTE_GATEWAY_SHUTDOWN_GRACE_S="1") as (
             url,
             proc,
@@ -143,7 +143,7 @@ def test_a_stream_longer_than_the_grace_is_cut_at_the_deadline(tmp_path: Path) -
 
 def test_json_logs_carry_the_request_id(tmp_path: Path) -> None:
     with (
-        serve_app(FakeUpstream(tokens=3, interval_s=0.0)) as upstream,  # type: ignore[arg-type]
+        serve_app(FakeUpstream(tokens=3, interval_s=0.0)) as upstream,
         gateway_process(tmp_path, upstream, SPECROUTE_GATEWAY_LOG_FORMAT="json") as (url, proc),
     ):
         thread, chunks = start_stream(url, request_id="trace-42")

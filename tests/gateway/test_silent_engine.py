@@ -86,7 +86,7 @@ def breaker_state(gw: GatewayServer, url: str) -> BreakerState:
 
 def test_a_silent_worker_is_routed_around_within_the_header_timeout(tmp_path: Path) -> None:
     healthy = FakeUpstream(tokens=4, interval_s=0.005, model="tiny")
-    with serve_app(healthy) as healthy_url, silent_engine() as silent:  # type: ignore[arg-type]
+    with serve_app(healthy) as healthy_url, silent_engine() as silent:
         snapshot = make_snapshot(
             spec_urls=[], baseline_urls=[silent.url, healthy_url], with_rollout=False
         )

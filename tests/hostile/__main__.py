@@ -118,7 +118,7 @@ def gateway_tally(rounds: int) -> Tally:
     engine = HostileEngine()
     with (
         tempfile.TemporaryDirectory() as tmp,
-        serve_app(engine) as url,  # type: ignore[arg-type]
+        serve_app(engine) as url,
     ):
         bad = "http://engine-ü.example:8000"
         snapshot = make_snapshot(spec_urls=[url, bad], baseline_urls=[url])

@@ -189,7 +189,7 @@ def control_answers(work: Path) -> list[tuple[RawCase, RawAnswer]]:
 
 def gateway_answers(work: Path) -> list[tuple[RawCase, RawAnswer]]:
     """`gateway_cases` against a real gateway (its files in `work`) over a fake engine."""
-    with serve_app(FakeUpstream(2, 0.001, model="tiny")) as engine:  # type: ignore[arg-type]
+    with serve_app(FakeUpstream(2, 0.001, model="tiny")) as engine:
         snapshot = make_snapshot(spec_urls=[engine], baseline_urls=[engine])
         with run_gateway(work, snapshot) as gw:
             return run_cases(_port(gw.base_url), gateway_cases(TENANT_KEY))

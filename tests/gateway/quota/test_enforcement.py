@@ -27,7 +27,7 @@ MESSAGES: list[ChatCompletionMessageParam] = [
 
 @pytest.fixture
 def engine_url() -> Iterator[str]:
-    with serve_app(FakeUpstream(TOKENS, 0.02, model="tiny")) as url:  # type: ignore[arg-type]
+    with serve_app(FakeUpstream(TOKENS, 0.02, model="tiny")) as url:
         yield url
 
 

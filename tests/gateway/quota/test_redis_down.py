@@ -113,7 +113,7 @@ def _chat() -> dict[str, object]:
 def test_the_gateway_with_redis_down(tmp_path: Path, hung_redis: str, mode: str) -> None:
     from engine.fake import FakeUpstream
 
-    with serve_app(FakeUpstream(4, 0.001, model="tiny")) as engine:  # type: ignore[arg-type]
+    with serve_app(FakeUpstream(4, 0.001, model="tiny")) as engine:
         snapshot = make_snapshot(spec_urls=[engine], baseline_urls=[engine])
         snapshot.tenants[0].quota = QuotaSpec(weighted_tokens_per_minute=60)
         settings = {
