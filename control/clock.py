@@ -17,6 +17,12 @@ def now() -> datetime:
     return _source() if _source is not None else datetime.now(UTC)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """`moment` in UTC; one without an offset is read as UTC, not rejected (gateways send
+    UTC, and SQLite hands timestamps back without one)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 @contextmanager
 def use_clock(source: Callable[[], datetime]) -> Iterator[None]:
     """Make `now()` read `source` (timezone-aware UTC) inside the block."""

@@ -13,12 +13,11 @@ from control.api.deps import SessionDep
 from control.api.errors import error_responses
 from control.api.ids import MAX_ID
 from control.api.pagination import Cursor, Limit, Page, page_of
-from control.clock import now
+from control.clock import as_utc, now
 from control.models import RequestRecordRow
 from control.requests import repository as repo
 from control.requests.acceptance import acceptance_by_adapter
 from control.requests.schemas import AdapterAcceptanceList, AdapterAcceptanceOut, RequestRecord
-from control.requests.service import as_utc
 from control.requests.service import get_request as newest_record
 from specwire import Arm
 from specwire.draft_bounds import STORED

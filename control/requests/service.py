@@ -1,11 +1,12 @@
 """Storing the records a telemetry batch carries; reading them back; retention."""
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from control.clock import as_utc
 from control.db import Database
 from control.errors import NotFound
 from control.models import RequestRecordRow
@@ -20,10 +21,6 @@ PURGE_BATCH = 5000
 
 class RequestRecordNotFound(NotFound):
     code = "request_not_found"
-
-
-def as_utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def row_values(gateway_id: str, doc: RequestRecordDoc) -> dict[str, Any]:

@@ -13,12 +13,13 @@ from typing import Any
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
+from control.clock import as_utc
 from control.errors import InvalidRequest
 from control.pools.repository import POOLS
 from control.segments.repository import SEGMENTS
 from control.telemetry import repository
 from control.telemetry.schemas import WindowAcceptance
-from control.telemetry.service import acceptance_by_response_position, as_utc
+from control.telemetry.service import acceptance_by_response_position
 from specwire import Arm, PositionTokens, WindowCounts, add_positions
 
 # The range read when `since` is not given: the hour before `until`.

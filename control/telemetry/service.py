@@ -2,11 +2,12 @@
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from control.clock import as_utc
 from control.models import TelemetryWindowRow
 from control.requests.service import store_records
 from control.stats.windows import WindowTotals, combine_windows
@@ -32,11 +33,6 @@ log = logging.getLogger(__name__)
 # NOTE: the unique key cannot hold NULLs (they never collide in SQL), so "no
 # segment" and "no pair version" are stored as 0 and mapped back on read.
 NONE_ID = 0
-
-
-def as_utc(moment: datetime) -> datetime:
-    """Gateways send UTC; a timestamp without an offset is read as UTC, not rejected."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def row_values(source: str, window: TelemetryWindow, known_rollouts: set[int]) -> dict[str, Any]:
