@@ -7,6 +7,8 @@ naming it. Documents read back from storage validate with `{STORED: True}`:
 rows stored before a check existed read as they were stored.
 """
 
+from collections.abc import Sequence
+
 from pydantic import ValidationInfo
 from pydantic_core import PydanticCustomError
 
@@ -30,7 +32,7 @@ def at_most_drafted(accepted: int, info: ValidationInfo) -> int:
     return accepted
 
 
-def first_position_over_drafts(per_position: list[int], drafts: int) -> int | None:
+def first_position_over_drafts(per_position: Sequence[int], drafts: int) -> int | None:
     """The first draft position accepted more often than there were drafts, or None.
 
     `accepted_per_position[j]` counts the draft proposals (target passes) that accepted

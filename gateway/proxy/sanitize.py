@@ -89,7 +89,7 @@ def spec_stats(doc: dict[str, Any]) -> SpecStats | None:
     if (
         min(counts) < 0
         or stats.accepted_tokens > stats.drafted_tokens
-        or first_position_over_drafts(list(per_position), stats.drafts) is not None
+        or first_position_over_drafts(per_position, stats.drafts) is not None
     ):
         return None
     if by_position is not None and _totals(by_position) != (
