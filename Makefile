@@ -61,8 +61,7 @@ lint: install
 	$(VENV)/bin/hadolint deploy/images/*Containerfile
 
 typecheck: install
-	$(VENV)/bin/mypy specwire gateway control engine bench demo docs dashboards deploy tests/hostile tests/bench tests/dashboards tests/deploy tests/docs \
-	  tests/e2e tests/fixtures tests/specwire tests/gateway tests/engine tests/control
+	$(VENV)/bin/mypy specwire gateway control engine bench demo docs dashboards deploy migrations tests setup.py
 
 pytest: install services tools
 	$(VENV)/bin/pytest -q -ra --durations=25 $(PYTEST_ARGS)

@@ -15,6 +15,7 @@ Create Date: 2026-11-30 21:00:00
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -24,7 +25,7 @@ down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_NEW_THRESHOLDS: list[tuple[str, sa.types.TypeEngine[object], str]] = [
+_NEW_THRESHOLDS: list[tuple[str, sa.types.TypeEngine[Any], str]] = [
     ("false_alarm_rate", sa.Float(), "0.01"),
     ("false_alarm_horizon_windows", sa.Integer(), "1000"),
     ("acceptance_indifference", sa.Float(), "0.1"),

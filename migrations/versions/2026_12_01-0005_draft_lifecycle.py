@@ -15,6 +15,7 @@ Create Date: 2026-12-01 02:30:00
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -24,7 +25,7 @@ down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_NEW_THRESHOLDS: list[tuple[str, sa.types.TypeEngine[object], str]] = [
+_NEW_THRESHOLDS: list[tuple[str, sa.types.TypeEngine[Any], str]] = [
     ("offline_min_mean_acceptance_length", sa.Float(), "1.5"),
     ("offline_min_expected_speedup", sa.Float(), "1.05"),
     ("offline_min_cases", sa.Integer(), "20"),
