@@ -184,10 +184,11 @@ class AdminClient:
         """Measured acceptance per LoRA adapter and pair version (getAdapterAcceptance)."""
         return self.run(ops.adapter_acceptance(**filters))
 
-    def telemetry_acceptance(self, segment: str | int, **filters: Any) -> Document:
+    def telemetry_acceptance(self, segment: str | int | None = None, **filters: Any) -> Document:
         """Acceptance over a segment's stored windows, by draft and by response position
-        (getTelemetryAcceptance): `pool`, `arm`, `since`, `until`; segment and pool by
-        name or id."""
+        (getTelemetryAcceptance): `pool`, `pair_version`, `arm`, `since`, `until`;
+        segment and pool by name or id, pair version by id. `unsegmented=True` instead
+        of a segment: the windows of requests that matched no segment."""
         return self.run(ops.telemetry_acceptance(segment, **filters))
 
     def close(self) -> None:
@@ -298,10 +299,13 @@ class AsyncAdminClient:
         """Measured acceptance per LoRA adapter and pair version (getAdapterAcceptance)."""
         return await self.run(ops.adapter_acceptance(**filters))
 
-    async def telemetry_acceptance(self, segment: str | int, **filters: Any) -> Document:
+    async def telemetry_acceptance(
+        self, segment: str | int | None = None, **filters: Any
+    ) -> Document:
         """Acceptance over a segment's stored windows, by draft and by response position
-        (getTelemetryAcceptance): `pool`, `arm`, `since`, `until`; segment and pool by
-        name or id."""
+        (getTelemetryAcceptance): `pool`, `pair_version`, `arm`, `since`, `until`;
+        segment and pool by name or id, pair version by id. `unsegmented=True` instead
+        of a segment: the windows of requests that matched no segment."""
         return await self.run(ops.telemetry_acceptance(segment, **filters))
 
     async def aclose(self) -> None:

@@ -514,18 +514,28 @@ def adapter_acceptance(**filters: Any) -> Step[Document]:
 
 
 def telemetry_acceptance(
-    segment: str | int,
+    segment: str | int | None = None,
     *,
+    unsegmented: bool = False,
     pool: str | int | None = None,
+    pair_version: int | None = None,
     arm: str | None = None,
     since: str | None = None,
     until: str | None = None,
 ) -> Step[Document]:
     """Acceptance over a segment's stored windows, by draft and by response position
-    (getTelemetryAcceptance); segment and pool by name or id."""
-    segment_id = yield from Steps.segments.id_of(segment)
+    (getTelemetryAcceptance); segment and pool by name or id, pair version by id.
+    `unsegmented` instead of a segment: the windows of requests that matched no segment
+    (control refuses both, and neither)."""
+    segment_id = (yield from Steps.segments.id_of(segment)) if segment is not None else None
     pool_id = (yield from Steps.pools.id_of(pool)) if pool is not None else None
-    params = {"segment_id": segment_id, "pool_id": pool_id, "arm": arm}
+    params = {
+        "segment_id": segment_id,
+        "unsegmented": "true" if unsegmented else None,
+        "pool_id": pool_id,
+        "pair_version_id": pair_version,
+        "arm": arm,
+    }
     got: Document = yield from fetch(
         Call("GET", "/telemetry/acceptance", params={**params, "since": since, "until": until})
     )

@@ -1,9 +1,12 @@
 """Draft acceptance over one segment's stored windows in a time range, outside any
-rollout (`GET /admin/v1/telemetry/acceptance`).
+rollout (`GET /admin/v1/telemetry/acceptance`); or over the windows of requests that
+matched no segment (stored with segment 0, `NONE_ID`).
 
 Windows carry (segment, arm, pair version, rollout), not the pool that served them, so
 a pool selects the windows of its pair version (from every pool serving it, and the
 baseline arm of rollouts comparing against it); a baseline pool has none to select.
+`pair_version_id` selects the same windows by the version itself; given with a pool,
+the two must name the same version.
 """
 
 from collections.abc import Sequence
@@ -15,11 +18,12 @@ from sqlalchemy.orm import Session
 
 from control.clock import as_utc
 from control.errors import InvalidRequest
+from control.pairs.repository import PAIR_VERSIONS
 from control.pools.repository import POOLS
 from control.segments.repository import SEGMENTS
 from control.telemetry import repository
 from control.telemetry.schemas import WindowAcceptance
-from control.telemetry.service import acceptance_by_response_position
+from control.telemetry.service import NONE_ID, acceptance_by_response_position
 from specwire import Arm, PositionTokens, WindowCounts, add_positions
 
 # The range read when `since` is not given: the hour before `until`.
@@ -71,27 +75,54 @@ def pool_pair_version(session: Session, pool_id: int) -> int:
     return pool.pair_version_id
 
 
+def selected_pair_version(
+    session: Session, *, pool_id: int | None, pair_version_id: int | None
+) -> int | None:
+    """The pair version whose windows are summed: the one asked for, or the pool's
+    (404 for an unknown pool or pair version, 422 for a baseline pool, and 422
+    `pair_version_mismatch` when the pool serves another version than the one asked)."""
+    pool_version = pool_pair_version(session, pool_id) if pool_id is not None else None
+    if pair_version_id is None:
+        return pool_version
+    PAIR_VERSIONS.get_or_raise(session, pair_version_id)
+    if pool_version is not None and pool_version != pair_version_id:
+        raise InvalidRequest(
+            f"pool_id {pool_id} serves pair version {pool_version}, not pair_version_id "
+            f"{pair_version_id}: give one of them, or both naming the same version",
+            code="pair_version_mismatch",
+            details={
+                "param": "pair_version_id",
+                "params": ["pool_id", "pair_version_id"],
+                "pool_pair_version_id": pool_version,
+            },
+        )
+    return pair_version_id
+
+
 def window_acceptance(
     session: Session,
     *,
-    segment_id: int,
+    segment_id: int | None,
     start: datetime,
     end: datetime,
     arm: Arm | None = None,
     pool_id: int | None = None,
+    pair_version_id: int | None = None,
     max_windows: int = MAX_SUMMED_WINDOWS,
 ) -> WindowAcceptance:
     """Acceptance summed over the segment's windows starting in [start, end), oldest
-    first, at most `max_windows` of them (404 for an unknown segment or pool)."""
-    SEGMENTS.get_or_raise(session, segment_id)
-    pair_version_id = pool_pair_version(session, pool_id) if pool_id is not None else None
+    first, at most `max_windows` of them (404 for an unknown segment, pool or pair
+    version). segment_id None: the windows of requests that matched no segment."""
+    if segment_id is not None:
+        SEGMENTS.get_or_raise(session, segment_id)
+    version = selected_pair_version(session, pool_id=pool_id, pair_version_id=pair_version_id)
     rows = repository.acceptance_rows(
         session,
-        segment_id=segment_id,
+        segment_id=segment_id if segment_id is not None else NONE_ID,
         start=start,
         end=end,
         arm=arm.value if arm is not None else None,
-        pair_version_id=pair_version_id,
+        pair_version_id=version,
         limit=max_windows + 1,
     )
     read_until, summed = _whole_starts(rows, max_windows, end)
@@ -103,7 +134,7 @@ def window_acceptance(
     return WindowAcceptance(
         segment_id=segment_id,
         pool_id=pool_id,
-        pair_version_id=pair_version_id,
+        pair_version_id=version,
         arm=arm.value if arm is not None else None,
         since=start,
         until=end,

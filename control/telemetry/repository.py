@@ -104,7 +104,8 @@ def acceptance_rows(
     limit: int,
 ) -> list[Row[Any]]:
     """`ACCEPTANCE_COLUMNS` of a segment's windows starting in [start, end), oldest
-    first, at most `limit` (on the (segment_id, window_start) index)."""
+    first, at most `limit` (on the (segment_id, window_start) index). `segment_id` is
+    the stored key: 0 (service.NONE_ID) reads the windows no segment matched."""
     stmt = select_windows(
         start=start, end=end, segment_id=segment_id, arm=arm, pair_version_id=pair_version_id
     )

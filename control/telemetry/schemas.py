@@ -24,13 +24,17 @@ class PositionAcceptance(BaseModel):
 
 
 class WindowAcceptance(BaseModel):
-    """Draft acceptance summed over one segment's stored windows in a time range."""
+    """Draft acceptance summed over one segment's stored windows in a time range (or
+    over the windows of requests that matched no segment)."""
 
-    segment_id: int
+    segment_id: int | None = Field(
+        description="The segment asked for; None: the windows of requests that matched "
+        "no segment (unsegmented=true)."
+    )
     pool_id: int | None = Field(description="The pool asked for; None: every pool.")
     pair_version_id: int | None = Field(
-        description="The pool's pair version, the windows' key (windows carry the pair "
-        "version, not the pool); None: every pair version."
+        description="The pair version asked for, or the pool's: the windows' key "
+        "(windows carry the pair version, not the pool); None: every pair version."
     )
     arm: str | None = Field(description="spec or baseline; None: both arms.")
     since: datetime = Field(description="Windows starting at or after this (UTC).")

@@ -4,12 +4,14 @@ posted to its ingestion API."""
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 from typer.testing import Result
 
 from specwire import Arm
-from tests.control.cli.conftest import ok, refused
+from tests.control.cli.conftest import as_json, ok, refused
+from tests.control.conftest import write_model_dir
 from tests.control.telemetry.windows import post_windows, window
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
@@ -110,3 +112,101 @@ def test_acceptance_prints_the_segments_sums_per_position_and_per_bucket(
         "--until",
         "2026-12-01T00:00:00Z",
     )
+
+
+def test_acceptance_by_pair_version_and_of_the_unsegmented_windows(
+    cli: Callable[..., Result], server: str, tmp_path: Path
+) -> None:
+    target = str(write_model_dir(tmp_path / "target"))
+    draft = str(write_model_dir(tmp_path / "draft"))
+    register = ("pair", "register", "tiny", "--target", target, "--draft", draft, "--k")
+    v3, v5 = (int(as_json(cli, *register, k)["id"]) for k in ("3", "5"))
+    pool = int(
+        as_json(
+            cli, "pool", "create", "spec", "--model", "tiny", "--target", target,
+            "--pair-version", str(v3),
+        )["id"]
+    )  # fmt: skip
+    seg = int(as_json(cli, "segment", "create", "code", "--selector", '{"tasks": ["code"]}')["id"])
+    with httpx.Client() as http:
+        post_windows(
+            http,
+            "cli-internal",
+            [
+                (
+                    "gw-cli",
+                    window(
+                        seg,
+                        Arm.SPEC,
+                        T0,
+                        requests=10,
+                        drafts=20,
+                        per_position=[16, 12, 8],
+                        buckets={"0-15": (60, 36)},
+                        pair_version_id=v3,
+                    ),
+                ),
+                (
+                    "gw-cli",
+                    window(
+                        seg,
+                        Arm.SPEC,
+                        T0,
+                        requests=3,
+                        drafts=4,
+                        per_position=[4, 2],
+                        buckets={"0-15": (20, 6)},
+                        pair_version_id=v5,
+                    ),
+                ),
+                (
+                    "gw-cli",
+                    window(
+                        None,
+                        Arm.SPEC,
+                        T0,
+                        requests=7,
+                        drafts=8,
+                        per_position=[6, 4],
+                        buckets={"16-63": (24, 10)},
+                        pair_version_id=v3,
+                    ),
+                ),
+                ("gw-cli", window(None, Arm.BASELINE, T0, requests=5)),
+            ],
+            base_url=server,
+        )
+
+    by_version = ok(
+        cli, "telemetry", "acceptance", "--segment", "code", "--pair-version", str(v5), *RANGE
+    )
+    assert by_version.splitlines()[:2] == [
+        f"segment {seg}, both arms, pair version {v5}, windows starting 2026-12-01T02:30:00 .. "
+        "2026-12-01T03:30:00: 1 windows, 3 requests",
+        "accepted 6 of 20 drafted tokens (0.30) in 4 drafts, per position 1.00 / 0.50 [4, 2]",
+    ]
+    unsegmented = ok(cli, "telemetry", "acceptance", "--unsegmented", "--pool", "spec", *RANGE)
+    assert unsegmented.splitlines()[:2] == [
+        f"no segment, both arms, pool {pool} (pair version {v3}), windows starting "
+        "2026-12-01T02:30:00 .. 2026-12-01T03:30:00: 1 windows, 7 requests",
+        "accepted 10 of 24 drafted tokens (0.42) in 8 drafts, per position 0.75 / 0.50 [6, 4]",
+    ]
+    every = as_json(cli, "telemetry", "acceptance", "--unsegmented", *RANGE)
+    assert (every["segment_id"], every["windows"], every["requests"]) == (None, 2, 12)
+    assert (every["drafted_tokens"], every["accepted_tokens"]) == (24, 10)
+
+    for args in (["--segment", "code", "--unsegmented"], []):
+        assert refused(cli, 2, "telemetry", "acceptance", *args, *RANGE) == (
+            "error: give one of --segment NAME and --unsegmented"
+        )
+    mismatch = refused(
+        cli, 1, "telemetry", "acceptance", "--segment", "code", "--pool", "spec",
+        "--pair-version", str(v5), *RANGE,
+    )  # fmt: skip
+    assert mismatch.startswith(
+        f"error 422 pair_version_mismatch: pool_id {pool} serves pair version {v3}, "
+        f"not pair_version_id {v5}"
+    )
+    assert refused(
+        cli, 1, "telemetry", "acceptance", "--unsegmented", "--pair-version", "98765", *RANGE
+    ).startswith("error 404 pair_version_not_found")

@@ -4,15 +4,18 @@ exact sums, each filter, the window cap, and the typed errors."""
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from control.clock import use_clock
 from control.telemetry.acceptance import window_acceptance
 from specwire import Arm
-from tests.control.conftest import created
+from specwire.admin_client import AdminClient, AsyncAdminClient, InvalidRequest, NotFound
+from tests.control.conftest import created, sdk_http
 from tests.control.telemetry.windows import post_windows, window
-from tests.fixtures.db import INTERNAL_TOKEN
+from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 URL = "/admin/v1/telemetry/acceptance"
@@ -337,3 +340,352 @@ def test_bad_input_is_a_typed_422_and_unknown_ids_a_404(
         "pool_not_found",
     )
     assert app_client.get(URL, params={"segment_id": seg}).status_code == 401
+
+
+def _second_version(client: TestClient, headers: dict[str, str], seeded: dict[str, Any]) -> int:
+    """Another registered version of the seeded pair, which no pool serves."""
+    pair = seeded["pair"]["id"]
+    fields = {k: seeded["version"][k] for k in ("method", "target_ref", "draft_ref")}
+    version = created(
+        client.post(
+            f"/admin/v1/pairs/{pair}/versions",
+            json={**fields, "num_speculative_tokens": 5},
+            headers=headers,
+        )
+    )
+    return int(version["id"])
+
+
+def _store_more(client: TestClient, seeded: dict[str, Any], second_version: int) -> None:
+    """Beside `_store`'s: the second version's window in the segment, and windows of
+    requests that matched no segment (both versions, no version, both arms), from
+    gateways and starts `_store` did not post (a repeated batch is a no-op)."""
+    seg, pv = seeded["segment"]["id"], seeded["version"]["id"]
+    post_windows(
+        client,
+        INTERNAL_TOKEN,
+        [
+            (
+                "gw-a",
+                window(
+                    seg,
+                    Arm.SPEC,
+                    T0 + timedelta(minutes=2),
+                    requests=6,
+                    drafts=7,
+                    per_position=[7, 3],
+                    buckets={"16-63": (35, 10)},
+                    pair_version_id=second_version,
+                ),
+            ),
+            (
+                "gw-c",
+                window(
+                    None,
+                    Arm.SPEC,
+                    T0,
+                    requests=11,
+                    drafts=12,
+                    per_position=[10, 8, 6],
+                    buckets={"0-15": (30, 20), "64-255": (6, 4)},
+                    pair_version_id=pv,
+                ),
+            ),
+            ("gw-c", window(None, Arm.BASELINE, T0, requests=13, pair_version_id=pv)),
+            (
+                "gw-b",
+                window(
+                    None,
+                    Arm.SPEC,
+                    T0 + timedelta(minutes=3),
+                    requests=4,
+                    drafts=5,
+                    per_position=[2, 1],
+                    buckets={"256+": (15, 3)},
+                    pair_version_id=second_version,
+                ),
+            ),
+            # No rollout and no pair version: a request no segment matched, served plain.
+            ("gw-b", window(None, Arm.BASELINE, T0 + timedelta(minutes=3), requests=17)),
+            # Two hours before: outside the range asked.
+            (
+                "gw-c",
+                window(
+                    None,
+                    Arm.SPEC,
+                    T0 - timedelta(hours=2),
+                    requests=1,
+                    drafts=1,
+                    per_position=[1],
+                    buckets={"0-15": (3, 1)},
+                    pair_version_id=pv,
+                ),
+            ),
+        ],
+    )
+
+
+SUMS = ("windows", "requests", "drafts", "drafted_tokens", "accepted_tokens")
+
+
+def _sums(body: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(body[k] for k in (*SUMS, "accepted_per_position"))
+
+
+def test_pair_version_id_selects_its_windows_and_must_agree_with_the_pool(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    _store(app_client, admin_headers, seeded)
+    second = _second_version(app_client, admin_headers, seeded)
+    _store_more(app_client, seeded, second)
+    seg, pv, pool = seeded["segment"]["id"], seeded["version"]["id"], seeded["spec_pool"]["id"]
+
+    status, first = _get(
+        app_client, admin_headers, segment_id=seg, pair_version_id=pv, **HOUR_AROUND_T0
+    )
+    assert status == 200, first
+    # Both arms of the version's windows (the baseline one carries it as the rollout's
+    # compared version); not the other versions', not the unsegmented ones.
+    assert _sums(first) == (4, 10 + 8 + 5 + 2, 20 + 10 + 3, 99, 48, [24, 16, 8])
+    assert (first["segment_id"], first["pool_id"], first["pair_version_id"]) == (seg, None, pv)
+    assert _buckets(first)["unknown"] == (30, 12, 0.4)
+    # The spec pool selects the same windows, and naming both agrees.
+    status, by_pool = _get(
+        app_client, admin_headers, segment_id=seg, pool_id=pool, **HOUR_AROUND_T0
+    )
+    assert (status, _sums(by_pool), by_pool["pair_version_id"]) == (200, _sums(first), pv)
+    status, both = _get(
+        app_client,
+        admin_headers,
+        segment_id=seg,
+        pool_id=pool,
+        pair_version_id=pv,
+        arm="spec",
+        **HOUR_AROUND_T0,
+    )
+    assert status == 200, both
+    assert _sums(both) == (3, 17, 33, 99, 48, [24, 16, 8])
+    assert (both["pool_id"], both["pair_version_id"], both["arm"]) == (pool, pv, "spec")
+
+    status, other = _get(
+        app_client, admin_headers, segment_id=seg, pair_version_id=second, **HOUR_AROUND_T0
+    )
+    assert status == 200, other
+    assert _sums(other) == (1, 6, 7, 35, 10, [7, 3])
+    assert _buckets(other)["16-63"] == (35, 10, 10 / 35)
+
+    mismatch = app_client.get(
+        URL,
+        params={"segment_id": seg, "pool_id": pool, "pair_version_id": second},
+        headers=admin_headers,
+    )
+    assert _error(mismatch) == (422, "pair_version_mismatch", "pair_version_id")
+    error = mismatch.json()["error"]
+    assert error["details"] == {
+        "param": "pair_version_id",
+        "params": ["pool_id", "pair_version_id"],
+        "pool_pair_version_id": pv,
+    }
+    assert (
+        f"pool_id {pool} serves pair version {pv}, not pair_version_id {second}"
+        in (error["message"])
+    )
+
+
+def test_unsegmented_reads_the_windows_no_segment_matched(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    _store(app_client, admin_headers, seeded)
+    second = _second_version(app_client, admin_headers, seeded)
+    _store_more(app_client, seeded, second)
+    pv = seeded["version"]["id"]
+
+    status, body = _get(app_client, admin_headers, unsegmented="true", **HOUR_AROUND_T0)
+    assert status == 200, body
+    # Every unsegmented window in the range, whatever its version: none of a segment's.
+    assert _sums(body) == (4, 11 + 13 + 4 + 17, 12 + 5, 51, 27, [12, 9, 6])
+    assert body["acceptance_rate"] == 27 / 51
+    assert _buckets(body) == {
+        "0-15": (30, 20, 20 / 30),
+        "16-63": (0, 0, None),
+        "64-255": (6, 4, 4 / 6),
+        "256+": (15, 3, 0.2),
+        "unknown": (0, 0, None),
+    }
+    assert (body["segment_id"], body["pool_id"], body["pair_version_id"], body["arm"]) == (
+        None,
+        None,
+        None,
+        None,
+    )
+
+    status, spec = _get(
+        app_client,
+        admin_headers,
+        unsegmented="true",
+        pool_id=seeded["spec_pool"]["id"],
+        arm="spec",
+        **HOUR_AROUND_T0,
+    )
+    assert (status, _sums(spec)) == (200, (1, 11, 12, 36, 24, [10, 8, 6]))
+    status, version = _get(
+        app_client, admin_headers, unsegmented="true", pair_version_id=pv, **HOUR_AROUND_T0
+    )
+    assert (status, _sums(version)) == (200, (2, 24, 12, 36, 24, [10, 8, 6]))
+    status, baseline = _get(
+        app_client, admin_headers, unsegmented="true", arm="baseline", **HOUR_AROUND_T0
+    )
+    assert (status, _sums(baseline)) == (200, (2, 30, 0, 0, 0, []))
+    status, second_body = _get(
+        app_client, admin_headers, unsegmented=True, pair_version_id=second, **HOUR_AROUND_T0
+    )
+    assert (status, _sums(second_body)) == (200, (1, 4, 5, 15, 3, [2, 1]))
+    # unsegmented=false is the segment's read, as if not given.
+    status, seg = _get(
+        app_client,
+        admin_headers,
+        segment_id=seeded["segment"]["id"],
+        unsegmented="false",
+        **HOUR_AROUND_T0,
+    )
+    assert (status, seg["windows"], seg["drafted_tokens"]) == (200, 6, 199 + 35)
+
+
+def test_pair_version_and_unsegmented_errors_are_typed(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    seg, pool = seeded["segment"]["id"], seeded["spec_pool"]["id"]
+
+    def get(**params: Any) -> Any:
+        return app_client.get(URL, params=params, headers=admin_headers)
+
+    both = get(segment_id=seg, unsegmented="true")
+    assert _error(both) == (422, "conflicting_params", "unsegmented")
+    assert both.json()["error"]["details"]["params"] == ["segment_id", "unsegmented"]
+    neither = get(unsegmented="false")
+    assert _error(neither) == (422, "invalid_value", "segment_id")
+    assert "unsegmented=true" in neither.json()["error"]["message"]
+    assert _error(get(unsegmented="maybe")) == (422, "invalid_value", "unsegmented")
+    assert _error(get(segment_id=seg, pair_version_id=0)) == (
+        422,
+        "invalid_value",
+        "pair_version_id",
+    )
+    # An unregistered pair version is a 404, even one some stored window names.
+    for missing in (98765, OTHER_PAIR_VERSION):
+        response = get(segment_id=seg, pair_version_id=missing)
+        assert (response.status_code, response.json()["error"]["code"]) == (
+            404,
+            "pair_version_not_found",
+        )
+        assert response.json()["error"]["type"] == "not_found_error"
+    # With a pool, the pool's own refusals come first.
+    baseline = get(unsegmented="true", pool_id=seeded["baseline_pool"]["id"], pair_version_id=1)
+    assert _error(baseline) == (422, "baseline_pool", "pool_id")
+    missing_pool = get(segment_id=seg, pool_id=98765, pair_version_id=seeded["version"]["id"])
+    assert (missing_pool.status_code, missing_pool.json()["error"]["code"]) == (
+        404,
+        "pool_not_found",
+    )
+    assert (
+        get(segment_id=seg, pool_id=pool, pair_version_id=seeded["version"]["id"]).status_code
+        == 200
+    )
+
+
+def _sdk_bodies(
+    client: TestClient, headers: dict[str, str], seeded: dict[str, Any], second: int
+) -> dict[str, Any]:
+    """The API's own answers for the reads the SDK tests repeat."""
+    pv = seeded["version"]["id"]
+    return {
+        "version": _get(
+            client, headers, segment_id=seeded["segment"]["id"], pair_version_id=pv,
+            **HOUR_AROUND_T0,
+        )[1],
+        "unsegmented": _get(client, headers, unsegmented="true", **HOUR_AROUND_T0)[1],
+        "second": _get(
+            client, headers, unsegmented="true", pair_version_id=second, **HOUR_AROUND_T0
+        )[1],
+    }  # fmt: skip
+
+
+def test_the_sdk_passes_pair_version_and_unsegmented(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    _store(app_client, admin_headers, seeded)
+    second = _second_version(app_client, admin_headers, seeded)
+    _store_more(app_client, seeded, second)
+    want = _sdk_bodies(app_client, admin_headers, seeded, second)
+    http = TestClient(
+        app_client.app,
+        base_url="http://testserver/admin/v1",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    admin = AdminClient("http://testserver", http=sdk_http(http))
+    pv = seeded["version"]["id"]
+
+    version = admin.telemetry_acceptance("code", pair_version=pv, **HOUR_AROUND_T0)
+    assert (version, _sums(version)) == (want["version"], (4, 25, 33, 99, 48, [24, 16, 8]))
+    unsegmented = admin.telemetry_acceptance(unsegmented=True, **HOUR_AROUND_T0)
+    assert (unsegmented, unsegmented["segment_id"]) == (want["unsegmented"], None)
+    assert _sums(unsegmented) == (4, 45, 17, 51, 27, [12, 9, 6])
+    assert (
+        admin.telemetry_acceptance(None, unsegmented=True, pair_version=second, **HOUR_AROUND_T0)
+        == want["second"]
+    )
+    with pytest.raises(InvalidRequest) as mismatch:
+        admin.telemetry_acceptance("code", pool="tiny-spec", pair_version=second)
+    assert (mismatch.value.status, mismatch.value.code) == (422, "pair_version_mismatch")
+    assert mismatch.value.details["params"] == ["pool_id", "pair_version_id"]
+    with pytest.raises(InvalidRequest) as both:
+        admin.telemetry_acceptance("code", unsegmented=True)
+    assert both.value.code == "conflicting_params"
+    with pytest.raises(InvalidRequest) as neither:
+        admin.telemetry_acceptance()
+    assert (neither.value.code, neither.value.details["param"]) == ("invalid_value", "segment_id")
+    with pytest.raises(NotFound) as missing:
+        admin.telemetry_acceptance(unsegmented=True, pair_version=98765)
+    assert missing.value.code == "pair_version_not_found"
+
+
+async def test_the_async_sdk_passes_them_the_same_way(
+    app_client: TestClient, admin_headers: dict[str, str], seeded: dict[str, Any]
+) -> None:
+    _store(app_client, admin_headers, seeded)
+    second = _second_version(app_client, admin_headers, seeded)
+    _store_more(app_client, seeded, second)
+    want = _sdk_bodies(app_client, admin_headers, seeded, second)
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app_client.app),
+        base_url="http://testserver/admin/v1",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    pv = seeded["version"]["id"]
+    async with AsyncAdminClient("http://testserver", http=http) as admin:
+        version = await admin.telemetry_acceptance(
+            seeded["segment"]["id"], pair_version=pv, **HOUR_AROUND_T0
+        )
+        assert version == want["version"]
+        unsegmented = await admin.telemetry_acceptance(unsegmented=True, **HOUR_AROUND_T0)
+        assert (unsegmented, _sums(unsegmented)) == (
+            want["unsegmented"],
+            (4, 45, 17, 51, 27, [12, 9, 6]),
+        )
+        assert (
+            await admin.telemetry_acceptance(
+                unsegmented=True, pair_version=second, **HOUR_AROUND_T0
+            )
+            == want["second"]
+        )
+        with pytest.raises(InvalidRequest) as mismatch:
+            await admin.telemetry_acceptance(
+                "code", pool=seeded["spec_pool"]["id"], pair_version=second
+            )
+        assert mismatch.value.code == "pair_version_mismatch"
+        with pytest.raises(InvalidRequest) as both:
+            await admin.telemetry_acceptance("code", unsegmented=True)
+        assert both.value.code == "conflicting_params"
+        with pytest.raises(NotFound) as missing:
+            await admin.telemetry_acceptance("code", pair_version=98765)
+        assert missing.value.code == "pair_version_not_found"

@@ -11,7 +11,7 @@ from specwire import Arm, PositionTokens, TelemetryBatch, TelemetryWindow
 
 
 def window(
-    segment_id: int,
+    segment_id: int | None,
     arm: Arm,
     start: datetime,
     *,
@@ -24,7 +24,7 @@ def window(
     rollout_id: int | None = None,
 ) -> TelemetryWindow:
     """A window whose drafted and accepted tokens are its buckets' sums (`totals` for
-    a window from a gateway that sends no buckets)."""
+    a window from a gateway that sends no buckets); segment None: no segment matched."""
     parts = buckets or {}
     drafted, accepted = totals or (
         sum(d for d, _ in parts.values()),
