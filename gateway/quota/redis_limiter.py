@@ -9,8 +9,6 @@ clock with Redis ``TIME``: replicas with skewed clocks still agree on the window
 The key expires one window after the last charge, so idle tenants cost nothing.
 """
 
-from typing import Any
-
 import redis.asyncio as redis
 
 from gateway.quota.limiter import (
@@ -92,7 +90,7 @@ return 1
 class RedisQuotaLimiter(ChargesByCost):
     def __init__(
         self,
-        client: "redis.Redis[bytes]",
+        client: "redis.Redis",
         *,
         window_s: int = WINDOW_SECONDS,
         key_prefix: str = "specroute:quota",
@@ -109,7 +107,7 @@ class RedisQuotaLimiter(ChargesByCost):
         # NOTE: a bounded, blocking pool: under a burst, requests queue for one of a few
         # connections instead of each opening its own (which overwhelms Redis and times
         # out); short timeouts because a quota check sits on every request's path.
-        pool: redis.BlockingConnectionPool[Any] = redis.BlockingConnectionPool.from_url(
+        pool: redis.BlockingConnectionPool = redis.BlockingConnectionPool.from_url(
             url,
             max_connections=32,
             # Longest wait for a free pooled connection. Generous: a burst on a busy
@@ -154,5 +152,5 @@ class RedisQuotaLimiter(ChargesByCost):
     async def aclose(self) -> None:
         # types-redis predates aclose (redis>=5); close() is deprecated there. A pool
         # passed in explicitly is not closed by the client, hence the disconnect.
-        await self.client.aclose()  # type: ignore[attr-defined]
+        await self.client.aclose()
         await self.client.connection_pool.disconnect()

@@ -119,6 +119,6 @@ class SnapshotPoller:
             except (OSError, aioredis.RedisError) as exc:
                 log.warning("snapshot notifications unavailable: %s", type(exc).__name__)
             finally:
-                await client.aclose()  # type: ignore[attr-defined]  # stubs predate redis 5
+                await client.aclose()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)

@@ -26,9 +26,9 @@ def test_worker_database_publishes_snapshot_bumps_on_redis(tmp_path: Path) -> No
     )
     app = create_celery_app(settings)
     client = redis.Redis.from_url(redis_url)
-    pubsub = client.pubsub()
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call]  # redis 8 leaves it untyped
     pubsub.subscribe(SNAPSHOT_CHANNEL)
-    assert pubsub.get_message(timeout=2)["type"] == "subscribe"  # type: ignore[index]
+    assert pubsub.get_message(timeout=2)["type"] == "subscribe"
 
     with app.database.session() as session:
         version = bump_snapshot_version(session)

@@ -106,7 +106,7 @@ async def redis_prefix() -> AsyncIterator[str]:
     keys = [k async for k in client.scan_iter(match=prefix + ":*")]
     if keys:
         await client.delete(*keys)
-    await client.aclose()  # type: ignore[attr-defined]
+    await client.aclose()
 
 
 def redis_limiter(prefix: str, window_s: int = 60) -> RedisQuotaLimiter:

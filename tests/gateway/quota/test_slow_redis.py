@@ -61,7 +61,7 @@ def test_the_proxy_stalls_replies_for_the_stall_period() -> None:
             assert await client.ping() is True
             return time.monotonic() - started
         finally:
-            await client.aclose()  # type: ignore[attr-defined]  # types-redis predates redis 5
+            await client.aclose()
 
     with proxy.running() as url:
         held = asyncio.run(ping(url))

@@ -176,7 +176,7 @@ async def test_redis_notification_flips_within_2s_p99(peer: tuple[SnapshotPeer, 
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            await publisher.aclose()  # type: ignore[attr-defined]  # stubs predate redis 5
+            await publisher.aclose()
     latencies.sort()
     print(f"notification flip latency p50={latencies[10]:.4f}s max={latencies[-1]:.4f}s")
     assert latencies[-1] < 2.0, latencies
