@@ -113,7 +113,7 @@ def _regression(
             **doc,
             "reason": "acceptance not measured (the evaluation's acceptance came from engine "
             "counters): rerun `specroute engine evaluate` on an engine started with "
-            "--per-request-spec-decode-metrics summary",
+            "--per-request-spec-decode-metrics detailed",
         }
     if ref is None:
         if got.outcome != "ok":

@@ -36,7 +36,7 @@ from specwire import SpecCounters
 
 PER_REQUEST = "per_request"
 ENGINE_COUNTERS = "engine_counters"
-FLAG = "--per-request-spec-decode-metrics summary"
+FLAG = "--per-request-spec-decode-metrics detailed"  # as engine.pools.launcher starts them
 
 
 class NoAcceptanceSource(EvaluationError):

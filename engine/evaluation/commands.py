@@ -44,7 +44,7 @@ def evaluate(
         "--engine-url",
         help="A vLLM server already serving this pair; without it one is started for the "
         "evaluation. Acceptance comes from its per-request metrics "
-        "(--per-request-spec-decode-metrics summary), else from its vllm:spec_decode_* "
+        "(--per-request-spec-decode-metrics detailed), else from its vllm:spec_decode_* "
         "counters over the run (it must serve nothing else; no per-case acceptance).",
     ),
     baseline_url: str | None = typer.Option(

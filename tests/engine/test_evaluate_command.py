@@ -285,7 +285,7 @@ def test_an_engine_with_neither_source_stops_after_one_case_with_the_flag_to_add
         result = _evaluate(setup, engine_url)
     assert result.exit_code == 1, result.output
     assert "gives no acceptance to measure" in result.output
-    assert "--per-request-spec-decode-metrics summary" in result.output
+    assert "--per-request-spec-decode-metrics detailed" in result.output
     # The first case ran alone (8 steps each), the other three never did.
     assert fake.drafts == 8
     assert _posted(setup) == []

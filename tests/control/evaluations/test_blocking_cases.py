@@ -259,7 +259,7 @@ def test_a_blocking_case_whose_acceptance_was_not_measured_blocks_start(
     assert reasons == {
         "acceptance not measured (the evaluation's acceptance came from engine counters): "
         "rerun `specroute engine evaluate` on an engine started with "
-        "--per-request-spec-decode-metrics summary"
+        "--per-request-spec-decode-metrics detailed"
     }
     # The same cases measured per request: start proceeds.
     _evaluate(app_client, admin_headers, version, eval_set, both_ok)
