@@ -13,6 +13,7 @@ request bodies and intake parsing (`gateway.proxy`), the pure decision, the
 balancer, the quota limiters and the engine client.
 """
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from fastapi import Request, Response
 from gateway.decision.decide import Decision, DecisionInput, Override, decide
 from gateway.decision.features import request_features, sampling_summary
 from gateway.errors import (
+    ClientDisconnected,
     GatewayError,
     PermissionDenied,
     QuotaExceeded,
@@ -31,6 +33,7 @@ from gateway.errors import (
     UpstreamClientError,
 )
 from gateway.proxy.accounting import Accounting
+from gateway.proxy.client_stream import DisconnectWatch
 from gateway.proxy.intake import (
     JSONBody,
     authenticate,
@@ -40,7 +43,7 @@ from gateway.proxy.intake import (
     validate,
 )
 from gateway.proxy.records import refusal_record
-from gateway.proxy.relay import relay_json, relay_stream
+from gateway.proxy.relay import RelayResult, relay_json, relay_stream
 from gateway.proxy.schemas import SamplingParams
 from gateway.proxy.upstream import Opened, PoolExhausted, open_on_pool, tagged
 from gateway.quota.guarded import QuotaStoreUnavailable
@@ -118,13 +121,13 @@ async def serve(
     acct = account(state, arrival, decision)
     try:
         acct.reservation = await admit(state, arrival)
-        opened = await route(state, arrival, decision, acct)
+        opened, watch = await route_watched(state, request, arrival, decision, acct)
     except GatewayError as exc:
         await refused(state, acct, exc)
         raise
     dispatched(state, arrival, opened, acct)
     request.state.decision_header = opened.decision.header()
-    return await relay(state, request, arrival, opened, acct)
+    return await relay(state, request, arrival, opened, acct, watch)
 
 
 async def intake(
@@ -285,6 +288,34 @@ async def route(
         acct.route(candidate)
 
 
+async def route_watched(
+    state: GatewayState, request: Request, arrival: Arrival, decision: Decision, acct: Accounting
+) -> tuple[Opened, DisconnectWatch | None]:
+    """`route`, watched for the client leaving when the answer is not streamed: its
+    headers come with its end, so the wait for them is the whole generation, and an
+    engine kept on a request nobody reads any more is a leak (vLLM aborts it when its
+    own client goes). The watch goes on to the relay (None: a stream, which arms its own)."""
+    if arrival.body.stream:
+        return await route(state, arrival, decision, acct), None
+    watch = DisconnectWatch(request.receive)
+    try:
+        return await route(state, arrival, decision, acct), watch
+    except asyncio.CancelledError:
+        left = watch.swallow()
+        watch.stop()
+        if not left:
+            raise
+        # NOTE: the cancelled wait dropped the engine connection (EngineClient.post)
+        # and released the lease (open_on_pool): the engine sees its client leave.
+        # Charged its prompt estimate, as a stream left before its first token is.
+        acct.sent = True
+        await acct.finish(RelayResult(outcome="cancelled", http_status=499))
+        raise ClientDisconnected() from None
+    except BaseException:
+        watch.stop()
+        raise
+
+
 def refused_before_routing(state: GatewayState, seen: Intake, exc: GatewayError) -> None:
     """Record a request refused before routing (bad key, body, model or header): who and
     when as far as known, and the typed error. It reaches no counter or histogram:
@@ -337,7 +368,12 @@ def dispatched(state: GatewayState, arrival: Arrival, opened: Opened, acct: Acco
 
 
 async def relay(
-    state: GatewayState, request: Request, arrival: Arrival, opened: Opened, acct: Accounting
+    state: GatewayState,
+    request: Request,
+    arrival: Arrival,
+    opened: Opened,
+    acct: Accounting,
+    watch: DisconnectWatch | None = None,
 ) -> Response:
     """Stream (or return) the engine's answer; `acct.finish` accounts it when it ends."""
     headers = {"x-request-id": arrival.request_id, "x-specroute-decision": opened.decision.header()}
@@ -363,4 +399,5 @@ async def relay(
         headers=headers,
         finish=acct.finish,
         max_body_bytes=settings.upstream.engine_max_body_bytes,
+        watch=watch,
     )

@@ -31,6 +31,9 @@ class Accounting:
     recorded: bool = False
     reservation: Reservation | None = None  # booked at admission, settled at finish
     prompt_estimate: int = 0  # prompt tokens assumed when the engine's usage never came
+    # The request was with an engine that dropped it before answering (its client left
+    # while a non-streamed answer was generated): charged as one that reached it.
+    sent: bool = False
 
     async def finish(self, result: RelayResult) -> None:
         """Record once; later calls (an error raised after the relay finished) are no-ops."""
@@ -76,7 +79,7 @@ class Accounting:
         token streamed so far, if the request reached an engine at all."""
         if result.usage is not None:
             prompt, completion = rec.prompt_tokens, rec.completion_tokens
-        elif self.lease is not None:
+        elif self.lease is not None or self.sent:
             prompt, completion = self.prompt_estimate, result.streamed_tokens
         else:
             prompt = completion = 0

@@ -456,12 +456,14 @@ async def relay_json(
     headers: dict[str, str],
     finish: Finish,
     max_body_bytes: int | None = None,
+    watch: DisconnectWatch | None = None,
 ) -> JSONResponse:
-    """Non-streaming: read the whole engine answer, or drop it if the client leaves."""
+    """Non-streaming: read the whole engine answer, or drop it if the client leaves.
+    `watch`: the one armed while the engine's headers were awaited, if any."""
     result = RelayResult()
     response = opened.response
     read = False
-    watch = DisconnectWatch(request.receive)
+    watch = watch or DisconnectWatch(request.receive)
     try:
         try:
             async with asyncio.timeout(timeout_s):

@@ -1,0 +1,100 @@
+"""How the gateway treats what third-party clients send at the HTTP level: a client
+that leaves while a non-streamed answer is generated."""
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from engine.fake import FakeUpstream
+from gateway.quota.memory import InMemoryQuotaLimiter
+from specwire import QuotaSpec
+from tests.gateway.policy import TENANT_KEY, make_snapshot
+from tests.gateway.server import GatewayServer, run_gateway, serve_app
+
+AUTH = {"Authorization": f"Bearer {TENANT_KEY}"}
+CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+
+
+class DisconnectSeen:
+    """An engine (the fake) that notes each request whose connection the gateway drops."""
+
+    def __init__(self, engine: FakeUpstream) -> None:
+        self.engine = engine
+        self.dropped = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.engine(scope, receive, send)
+            return
+        body_read = asyncio.Event()
+
+        async def engine_receive() -> Any:
+            message = await receive()
+            if not message.get("more_body"):
+                body_read.set()
+            return message
+
+        async def watch() -> None:
+            await body_read.wait()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.dropped += 1
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await self.engine(scope, engine_receive, send)
+        finally:
+            await asyncio.sleep(0.1)
+            watcher.cancel()
+
+
+@pytest.fixture(scope="module")
+def slow(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[GatewayServer, DisconnectSeen]]:
+    # 300 tokens at 20 ms: a non-streamed answer (headers included) takes 6 s.
+    engine = DisconnectSeen(FakeUpstream(300, 0.02, model="tiny"))
+    with serve_app(engine) as url:
+        snapshot = make_snapshot(spec_urls=[url], baseline_urls=[url])
+        snapshot.tenants[0].quota = QuotaSpec(weighted_tokens_per_minute=10_000_000)
+        with run_gateway(tmp_path_factory.mktemp("slow"), snapshot) as gw:
+            yield gw, engine
+
+
+def test_a_client_leaving_a_non_streamed_answer_drops_the_engine_request(
+    slow: tuple[GatewayServer, DisconnectSeen],
+) -> None:
+    gw, engine = slow
+    host, port = gw.base_url.removeprefix("http://").split(":")
+    body = json.dumps(CHAT | {"max_tokens": 300}).encode()
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
+        f"Authorization: Bearer {TENANT_KEY}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port))) as client:
+        client.sendall(head.encode() + body)
+        deadline = time.monotonic() + 3.0
+        while gw.state.balancer.outstanding("p1-w0") == 0:
+            assert time.monotonic() < deadline, "the request never reached the engine"
+            time.sleep(0.01)
+    left_at = time.monotonic()
+    # The engine's answer is 6 s away: the gateway must let go of it well before.
+    while gw.state.balancer.outstanding("p1-w0") or engine.dropped == 0:
+        assert time.monotonic() - left_at < 2.0, "the engine request outlived its client"
+        time.sleep(0.02)
+    assert engine.dropped == 1
+    windows = gw.windows(1)
+    assert (sum(w.requests for w in windows), sum(w.cancellations for w in windows)) == (1, 1)
+    # Charged its prompt estimate (the body's bytes / 4), not the 300-token booking.
+    quota = gw.state.quota
+    assert isinstance(quota, InMemoryQuotaLimiter)
+    deadline = time.monotonic() + 2.0
+    while quota.used(1) != -(-len(body) // 4):
+        assert time.monotonic() < deadline, f"charged {quota.used(1)}"
+        time.sleep(0.02)
