@@ -205,6 +205,10 @@ def register_error_handlers(app: FastAPI) -> None:
             err = RequestValidationFailed(str(exc.detail), code="http_error")
         resp = error_response(request, err)
         resp.status_code = exc.status_code
+        # NOTE: a 405 must name the methods the path takes (RFC 9110 15.5.6): the
+        # router's exception carries them in `Allow`.
+        for name, value in (exc.headers or {}).items():
+            resp.headers[name] = value
         return resp
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -97,6 +97,12 @@ async def list_models(request: Request) -> JSONResponse:
     return JSONResponse({"object": "list", "data": data}, headers={"x-request-id": request_id})
 
 
+# HEAD answers as GET does, without the body (uvicorn sends none): FastAPI routes
+# take only the methods they name, and a 405 to HEAD on a GET resource breaks
+# clients and health checks that probe with it. Left out of the OpenAPI document.
+router.add_api_route("/v1/models", list_models, methods=["HEAD"], include_in_schema=False)
+
+
 @router.get(
     "/v1/models/{model_id:path}",
     responses={401: _ERRORS[401], 404: _ERRORS[404], 503: _ERRORS[503]},
@@ -112,3 +118,8 @@ async def retrieve_model(request: Request) -> JSONResponse:
         if model["id"] == model_id:
             return JSONResponse(model, headers={"x-request-id": request_id})
     raise ModelNotFound(f"The model '{model_id}' does not exist", param="model")
+
+
+router.add_api_route(
+    "/v1/models/{model_id:path}", retrieve_model, methods=["HEAD"], include_in_schema=False
+)

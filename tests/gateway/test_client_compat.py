@@ -1,5 +1,6 @@
 """How the gateway treats what third-party clients send at the HTTP level: a client
-that leaves while a non-streamed answer is generated."""
+that leaves while a non-streamed answer is generated, methods other than the
+documented ones."""
 
 import asyncio
 import json
@@ -8,6 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from engine.fake import FakeUpstream
@@ -98,3 +100,44 @@ def test_a_client_leaving_a_non_streamed_answer_drops_the_engine_request(
     while quota.used(1) != -(-len(body) // 4):
         assert time.monotonic() < deadline, f"charged {quota.used(1)}"
         time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
+    with serve_app(FakeUpstream(4, 0.001, model="tiny")) as url:
+        snapshot = make_snapshot(spec_urls=[url], baseline_urls=[url])
+        with run_gateway(tmp_path_factory.mktemp("gw"), snapshot) as gw:
+            yield gw
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/v1/chat/completions", "POST"),
+        ("OPTIONS", "/v1/chat/completions", "POST"),
+        ("PUT", "/v1/completions", "POST"),
+        ("DELETE", "/v1/models", "GET"),
+        ("POST", "/v1/models/tiny", "GET"),
+    ],
+)
+def test_a_405_names_the_methods_the_path_takes(
+    gateway: GatewayServer, method: str, path: str, allow: str
+) -> None:
+    resp = httpx.request(method, gateway.base_url + path, headers=AUTH)
+    assert resp.status_code == 405
+    assert resp.json()["error"]["code"] == "method_not_allowed"
+    assert resp.headers["allow"] == allow
+
+
+@pytest.mark.parametrize("path", ["/v1/models", "/v1/models/tiny"])
+def test_head_on_the_models_paths_answers_as_get_without_a_body(
+    gateway: GatewayServer, path: str
+) -> None:
+    got = httpx.get(gateway.base_url + path, headers=AUTH)
+    head = httpx.head(gateway.base_url + path, headers=AUTH)
+    assert (got.status_code, head.status_code) == (200, 200)
+    assert head.content == b""
+    assert head.headers["content-type"] == "application/json"
+    assert head.headers["content-length"] == str(len(got.content))
+    assert httpx.head(gateway.base_url + path).status_code == 401
+    assert httpx.head(gateway.base_url + "/v1/models/nope", headers=AUTH).status_code == 404
