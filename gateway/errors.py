@@ -62,6 +62,14 @@ class PayloadTooLargeError(GatewayError):
     default_code = "payload_too_large"
 
 
+class UnsupportedContentEncoding(GatewayError):
+    """A request body compressed in an encoding the gateway does not read."""
+
+    status_code = 415
+    error_type = "invalid_request_error"
+    default_code = "unsupported_content_encoding"
+
+
 class RequestValidationFailed(GatewayError):
     """A body or parameter the API refuses: 400, as OpenAI answers, with a typed code."""
 

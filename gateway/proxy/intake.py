@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ from gateway.errors import (
     PayloadTooLargeError,
     RequestValidationFailed,
     ServiceUnavailable,
+    UnsupportedContentEncoding,
 )
 from gateway.proxy.schemas import SamplingParams
 from gateway.snapshot.store import SnapshotStore
@@ -79,6 +81,9 @@ async def read_json(request: Request, max_bytes: int) -> JSONBody:
             raise PayloadTooLargeError(f"Request body exceeds {max_bytes} bytes")
         if not message.get("more_body", False):
             break
+    encoding = request.headers.get("content-encoding")
+    if encoding is not None and encoding.strip().lower() not in ("", "identity"):
+        raw = _decompressed(raw, encoding.strip().lower(), max_bytes)
     try:
         # NOTE: json.loads(raw, parse_constant=...) would build a JSONDecoder (and its
         # scanner) per call; this is what it does, with one decoder built once.
@@ -88,6 +93,36 @@ async def read_json(request: Request, max_bytes: int) -> JSONBody:
     if not isinstance(doc, dict):
         raise RequestValidationFailed("Request body must be a JSON object", code="invalid_type")
     return JSONBody(raw, doc)
+
+
+# zlib window bits per Content-Encoding: gzip framing, or zlib's (HTTP's "deflate").
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def _decompressed(raw: bytes, encoding: str, max_bytes: int) -> bytes:
+    """A compressed body as the JSON it carries. The size limit holds for what it
+    decompresses to (inflated at most one byte past it, so a small bomb stays small);
+    the engine gets the decompressed bytes, and no Content-Encoding."""
+    wbits = _WBITS.get(encoding)
+    if wbits is None:
+        raise UnsupportedContentEncoding(
+            f"Content-Encoding '{encoding[:32]}' is not supported (gzip, deflate or identity)",
+            param="content-encoding",
+        )
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(raw, max_bytes + 1)
+    except zlib.error as exc:
+        raise InvalidJSONError(
+            f"Request body is not valid {encoding}", code="invalid_encoding"
+        ) from exc
+    if len(out) > max_bytes:
+        raise PayloadTooLargeError(f"Request body exceeds {max_bytes} bytes decompressed")
+    if not inflater.eof or inflater.unused_data:
+        raise InvalidJSONError(
+            f"Request body is not one complete {encoding} stream", code="invalid_encoding"
+        )
+    return out
 
 
 def engine_body(body: JSONBody, *, stream: bool) -> bytes:

@@ -1,12 +1,15 @@
 """How the gateway treats what third-party clients send at the HTTP level: a client
 that leaves while a non-streamed answer is generated, methods other than the
-documented ones."""
+documented ones, a compressed body."""
 
 import asyncio
+import gzip
 import json
 import socket
 import time
+import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -141,3 +144,54 @@ def test_head_on_the_models_paths_answers_as_get_without_a_body(
     assert head.headers["content-length"] == str(len(got.content))
     assert httpx.head(gateway.base_url + path).status_code == 401
     assert httpx.head(gateway.base_url + "/v1/models/nope", headers=AUTH).status_code == 404
+
+
+def _post_encoded(gw: GatewayServer, content: bytes, encoding: str) -> httpx.Response:
+    headers = AUTH | {"content-type": "application/json", "content-encoding": encoding}
+    return httpx.post(gw.base_url + "/v1/chat/completions", content=content, headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [("gzip", gzip.compress), ("x-gzip", gzip.compress), ("deflate", zlib.compress)],
+)
+def test_a_compressed_body_is_read_decompressed(
+    gateway: GatewayServer, encoding: str, compress: Any
+) -> None:
+    resp = _post_encoded(gateway, compress(json.dumps(CHAT).encode()), encoding)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["choices"][0]["message"]["content"] == " tok" * 4
+    # Streamed too: the engine is asked for usage in the decompressed body.
+    streamed = _post_encoded(
+        gateway, compress(json.dumps(CHAT | {"stream": True}).encode()), encoding
+    )
+    assert streamed.status_code == 200, streamed.text
+    assert streamed.text.count('"content":" tok"') == 4 and "[DONE]" in streamed.text
+
+
+def test_a_body_in_an_unknown_or_broken_encoding_is_a_typed_refusal(
+    gateway: GatewayServer,
+) -> None:
+    body = json.dumps(CHAT).encode()
+    cases = [
+        (_post_encoded(gateway, body, "br"), 415, "unsupported_content_encoding"),
+        (_post_encoded(gateway, body, "gzip"), 400, "invalid_encoding"),
+        (_post_encoded(gateway, gzip.compress(body)[:-12], "gzip"), 400, "invalid_encoding"),
+        (_post_encoded(gateway, gzip.compress(body) + b"x", "gzip"), 400, "invalid_encoding"),
+    ]
+    for resp, status, code in cases:
+        assert resp.status_code == status, resp.text
+        assert resp.json()["error"]["code"] == code
+        assert resp.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_the_size_limit_holds_for_the_decompressed_body(tmp_path: Path) -> None:
+    # 2 MiB of spaces compress to ~2 KiB: under the limit on the wire, over it inflated.
+    bomb = gzip.compress(json.dumps(CHAT).encode()[:-1] + b" " * (2 << 20) + b"}")
+    with run_gateway(
+        tmp_path, make_snapshot(spec_urls=[], baseline_urls=[]), max_body_bytes=1 << 20
+    ) as gw:
+        assert len(bomb) < 1 << 20
+        resp = _post_encoded(gw, bomb, "gzip")
+    assert resp.status_code == 413
+    assert resp.json()["error"]["code"] == "payload_too_large"
