@@ -62,6 +62,21 @@ class PayloadTooLargeError(GatewayError):
     default_code = "payload_too_large"
 
 
+class RequestBodyTimeout(GatewayError):
+    """The client did not finish sending its body in time: answered (if it still can
+    be), and the connection is closed so the rest of the body is never read."""
+
+    status_code = 408
+    error_type = "invalid_request_error"
+    default_code = "request_body_timeout"
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(
+            f"Request body not received within {timeout_s:g} s",
+            headers={"Connection": "close"},
+        )
+
+
 class UnsupportedContentEncoding(GatewayError):
     """A request body compressed in an encoding the gateway does not read."""
 

@@ -136,7 +136,7 @@ async def intake(
     """Authenticate the key, read and validate the body, check the model is allowed;
     `seen` learns the tenant and the stream flag as they become known."""
     tenant = seen.tenant = authenticate(request, state.store, state.auth_guard)
-    received = await read_json(request, state.settings.max_body_bytes)
+    received = await read_json(request, state.settings.max_body_bytes, state.body_deadlines)
     body = validate(schema, received.doc)
     seen.stream = body.stream
     if tenant.allowed_models is not None and body.model not in tenant.allowed_models:

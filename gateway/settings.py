@@ -296,6 +296,15 @@ class GatewaySettings(PlaneSettings):
     max_body_bytes: int = Field(
         default=1 << 20, ge=1024, description="Larger request bodies are refused with 413."
     )
+    request_body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "Longest time to receive a request's whole body, from the first read of it; "
+            "past it the request is a 408 `request_body_timeout` and its connection is "
+            "closed (a client that trickles its body holds nothing longer)."
+        ),
+    )
     log_format: LogFormat = Field(
         default="text",
         description=(

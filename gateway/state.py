@@ -9,6 +9,7 @@ from gateway.auth_guard import AuthGuard
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.copies import CopyDeps
 from gateway.proxy.engine_http import EngineClient
+from gateway.proxy.intake import BodyDeadlines
 from gateway.proxy.pair_check import PairChecks
 from gateway.proxy.shadow import ShadowMirrors
 from gateway.quota.limiter import QuotaLimiter
@@ -39,6 +40,8 @@ class GatewayState:
     pair_checks: PairChecks = field(init=False)
     # Depth by load: each rollout's depth-ladder rung, on the balancer's counts.
     depth: DepthRouter = field(init=False)
+    # The deadline on receiving request bodies (request_body_timeout_s).
+    body_deadlines: BodyDeadlines = field(init=False)
 
     def __post_init__(self) -> None:
         # NOTE: one cap and budget for both kinds of background copy: the load bound
@@ -54,6 +57,7 @@ class GatewayState:
         )
         self.shadow = ShadowMirrors(copies)
         self.pair_checks = PairChecks(copies)
+        self.body_deadlines = BodyDeadlines(self.settings.request_body_timeout_s)
         metrics = self.metrics
         self.depth = DepthRouter(
             self.balancer,

@@ -24,6 +24,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         401: "Missing or invalid API key",
         403: "Model or override header not allowed for this key",
         404: "Unknown model",
+        408: "Body not received in time (request_body_timeout_s); the connection is closed",
         413: "Body too large (after decompression)",
         415: "Content-Encoding other than gzip, deflate or identity",
         429: "Tenant quota exhausted (Retry-After)",

@@ -3,6 +3,7 @@ that leaves while a non-streamed answer is generated, methods other than the
 documented ones, a compressed body."""
 
 import asyncio
+import contextlib
 import gzip
 import json
 import socket
@@ -195,3 +196,97 @@ def test_the_size_limit_holds_for_the_decompressed_body(tmp_path: Path) -> None:
         resp = _post_encoded(gw, bomb, "gzip")
     assert resp.status_code == 413
     assert resp.json()["error"]["code"] == "payload_too_large"
+
+
+@pytest.fixture(scope="module")
+def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
+    """A gateway that waits 1.5 s for a request body."""
+    with serve_app(FakeUpstream(4, 0.001, model="tiny")) as url:
+        snapshot = make_snapshot(spec_urls=[url], baseline_urls=[url])
+        with run_gateway(
+            tmp_path_factory.mktemp("impatient"), snapshot, request_body_timeout_s=1.5
+        ) as gw:
+            yield gw
+
+
+def _trickle(gw: GatewayServer, body: bytes, sent: int, every_s: float) -> tuple[bytes, float]:
+    """POST `body` on a raw socket, its headers at once, then its first `sent` bytes
+    one at a time every `every_s`; the whole answer up to the connection's close, and
+    the seconds from the headers to the end of the answer."""
+    host, port = gw.base_url.removeprefix("http://").split(":")
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
+        f"Authorization: Bearer {TENANT_KEY}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=10.0) as client:
+        client.sendall(head.encode())
+        started = time.monotonic()
+        client.setblocking(False)
+        answer = b""
+        for i in range(sent):
+            with contextlib.suppress(BlockingIOError):
+                answer += client.recv(65536)
+            if answer:
+                break
+            client.sendall(body[i : i + 1])
+            time.sleep(every_s)
+        client.setblocking(True)
+        while chunk := client.recv(65536):
+            answer += chunk
+            if b"\r\n\r\n" in answer and _complete(answer):
+                break
+        # the gateway closes the connection after answering a late body
+        if b"connection: close" in answer.lower():
+            assert client.recv(65536) == b""
+        return answer, time.monotonic() - started
+
+
+def _complete(answer: bytes) -> bool:
+    head, _, content = answer.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            return len(content) >= int(value)
+    return False
+
+
+def _status_and_json(answer: bytes) -> tuple[int, dict[str, Any], str]:
+    head, _, content = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), json.loads(content), head.decode().lower()
+
+
+@pytest.mark.parametrize("sent", [0, 400], ids=["no-body-byte", "trickled"])
+def test_a_body_not_received_in_time_is_a_408_and_a_closed_connection(
+    impatient: GatewayServer, sent: int
+) -> None:
+    impatient.state.aggregator.drain_all()
+    body = json.dumps(CHAT).encode() + b" " * 400
+    answer, took = _trickle(impatient, body, sent, every_s=0.01)
+    status, doc, head = _status_and_json(answer)
+    assert status == 408, answer
+    assert doc["error"]["code"] == "request_body_timeout"
+    assert doc["error"]["type"] == "invalid_request_error"
+    assert "connection: close" in head
+    assert 1.4 < took < 4.0
+    assert impatient.state.body_deadlines.reading == 0
+    # Recorded as a refused request, the client's fault: no arm counts it.
+    records = [r for b in impatient.state.aggregator.drain_all() for r in b.requests]
+    assert [(r.http_status, r.outcome, r.error_code, r.arm) for r in records] == [
+        (408, "client_error", "request_body_timeout", None)
+    ]
+    samples = [
+        line
+        for line in httpx.get(impatient.base_url + "/metrics").text.splitlines()
+        if line.startswith("specroute_gateway_requests_total{")
+    ]
+    assert not [s for s in samples if 'outcome="error"' in s or 'status="408"' in s], samples
+
+
+def test_a_slow_sender_within_the_deadline_is_answered(impatient: GatewayServer) -> None:
+    body = json.dumps(CHAT).encode()
+    assert len(body) * 0.01 < 1.0  # all of it sent in well under the 1.5 s deadline
+    answer, _ = _trickle(impatient, body, len(body), every_s=0.01)
+    status, doc, _ = _status_and_json(answer)
+    assert status == 200, answer
+    assert doc["choices"][0]["message"]["content"] == " tok" * 4
