@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from specwire.errors import ErrorBody
 
@@ -203,6 +204,18 @@ def unexpected_error_response(request: Request) -> JSONResponse:
     return error_response(request, GatewayError("internal error", code="internal_error"))
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method some route of the app takes on the request's path, as `Allow`
+    lists them ("" when none does)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods:
+            match, _ = route.matches(request.scope)
+            if match is not Match.NONE:
+                methods |= route.methods
+    return ", ".join(sorted(methods))
+
+
 def register_error_handlers(app: FastAPI) -> None:
     async def on_gateway_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, GatewayError)
@@ -229,9 +242,13 @@ def register_error_handlers(app: FastAPI) -> None:
         resp = error_response(request, err)
         resp.status_code = exc.status_code
         # NOTE: a 405 must name the methods the path takes (RFC 9110 15.5.6): the
-        # router's exception carries them in `Allow`.
+        # router's exception carries them in `Allow`, but only those of the first
+        # route matching the path; the others' (HEAD on the models paths) join them.
         for name, value in (exc.headers or {}).items():
             resp.headers[name] = value
+        allowed = _allowed_methods(request) if exc.status_code == 405 else ""
+        if allowed:
+            resp.headers["Allow"] = allowed
         return resp
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -120,8 +120,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]
         ("GET", "/v1/chat/completions", "POST"),
         ("OPTIONS", "/v1/chat/completions", "POST"),
         ("PUT", "/v1/completions", "POST"),
-        ("DELETE", "/v1/models", "GET"),
-        ("POST", "/v1/models/tiny", "GET"),
+        ("PATCH", "/v1/completions", "POST"),
+        ("DELETE", "/v1/models", "GET, HEAD"),
+        ("POST", "/v1/models/tiny", "GET, HEAD"),
+        ("OPTIONS", "/v1/models/org/tiny", "GET, HEAD"),
     ],
 )
 def test_a_405_names_the_methods_the_path_takes(
@@ -145,6 +147,12 @@ def test_head_on_the_models_paths_answers_as_get_without_a_body(
     assert head.headers["content-length"] == str(len(got.content))
     assert httpx.head(gateway.base_url + path).status_code == 401
     assert httpx.head(gateway.base_url + "/v1/models/nope", headers=AUTH).status_code == 404
+
+
+def test_the_head_routes_stay_out_of_the_openapi_document(gateway: GatewayServer) -> None:
+    paths = httpx.get(gateway.base_url + "/openapi.json").json()["paths"]
+    assert set(paths["/v1/models"]) == {"get"}
+    assert set(paths["/v1/models/{model_id}"]) == {"get"}
 
 
 def _post_encoded(gw: GatewayServer, content: bytes, encoding: str) -> httpx.Response:
