@@ -194,6 +194,30 @@ def test_a_body_in_an_unknown_or_broken_encoding_is_a_typed_refusal(
         assert resp.json()["error"]["type"] == "invalid_request_error"
 
 
+def test_a_gzip_body_of_several_members_is_read_as_their_concatenation(
+    gateway: GatewayServer,
+) -> None:
+    raw = json.dumps(CHAT).encode()
+    members = b"".join(gzip.compress(raw[i : i + 9]) for i in range(0, len(raw), 9))
+    assert len(raw) > 9 * 4 and gzip.decompress(members) == raw
+    resp = _post_encoded(gateway, members, "gzip")
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["choices"][0]["message"]["content"] == " tok" * 4
+    # Each member under the 1 MiB limit, the two together over it.
+    half = b" " * (600 << 10)
+    pair = gzip.compress(raw[:-1] + half) + gzip.compress(half + b"}")
+    resp = _post_encoded(gateway, pair, "gzip")
+    assert resp.status_code == 413 and resp.json()["error"]["code"] == "payload_too_large"
+    # Past 64 members (empty ones cost a new inflater each): refused, typed.
+    many = gzip.compress(raw) + gzip.compress(b"") * 64
+    resp = _post_encoded(gateway, many, "gzip")
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid_encoding"
+    assert "64 gzip members" in resp.json()["error"]["message"]
+    # A deflate (zlib) stream has no members: a second one after it is refused.
+    resp = _post_encoded(gateway, zlib.compress(raw) + zlib.compress(b" "), "deflate")
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid_encoding"
+
+
 def test_the_size_limit_holds_for_the_decompressed_body(tmp_path: Path) -> None:
     # 2 MiB of spaces compress to ~2 KiB: under the limit on the wire, over it inflated.
     bomb = gzip.compress(json.dumps(CHAT).encode()[:-1] + b" " * (2 << 20) + b"}")
