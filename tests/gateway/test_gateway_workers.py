@@ -31,6 +31,7 @@ from control.settings import ControlSettings
 from engine.fake import FakeUpstream
 from gateway.metrics import forget_dead_processes
 from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
+from tests.fixtures.ready import wait_ready
 from tests.fixtures.services import REDIS_URL, require_redis
 from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
 from tests.gateway.server import free_port, serve_app
@@ -92,7 +93,7 @@ def gateway_workers(
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             assert time.monotonic() < deadline, "the gateway workers did not come up"
             time.sleep(0.1)
-        wait_ready(url, deadline)
+        wait_ready(f"{url}/readyz", deadline, proc=proc, what="gateway")
         yield url, proc
     finally:
         if proc.poll() is None:
@@ -102,19 +103,6 @@ def gateway_workers(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-def wait_ready(url: str, deadline: float) -> None:
-    """Until the gateway answers /readyz 200; a refused or reset connection (a worker
-    still binding, on a busy machine) is retried like a not-ready answer."""
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "gateway did not come up"
-        time.sleep(0.1)
 
 
 def stream_one(url: str) -> int:
@@ -246,7 +234,7 @@ def test_two_processes_share_a_tenants_budget_through_redis(tmp_path: Path) -> N
             while len(list(metrics_dir.glob("counter_*.db"))) < 2:
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.1)
-            wait_ready(url, deadline)
+            wait_ready(f"{url}/readyz", deadline, proc=proc, what="gateway")
             # 300 requests of 20 tokens on many connections, against 100 requests' budget.
             result = asyncio.run(burst([url], tenant, requests=300, budget=BUDGET))
             text = httpx.get(url + "/metrics", timeout=5.0).text

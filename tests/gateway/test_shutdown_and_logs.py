@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from engine.fake import FakeUpstream
+from tests.fixtures.ready import wait_ready
 from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
 from tests.gateway.server import free_port, serve_app
 
@@ -46,16 +47,7 @@ def gateway_process(tmp_path: Path, upstream: str, **env: str) -> Iterator[tuple
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30.0
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "gateway did not come up"
-            time.sleep(0.1)
+        wait_ready(f"{url}/readyz", time.monotonic() + 30.0, proc=proc, what="gateway")
         yield url, proc
     finally:
         if proc.poll() is None:

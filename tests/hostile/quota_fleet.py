@@ -41,6 +41,7 @@ from specwire import (
     TenantSpec,
     WorkerSpec,
 )
+from tests.fixtures.ready import wait_ready
 from tests.hostile.slow_redis import SlowRedisProxy
 
 MODEL = "tiny"
@@ -116,21 +117,6 @@ def free_port() -> int:
         return port
 
 
-def _wait_ready(url: str, proc: "subprocess.Popen[bytes]", path: str, deadline: float) -> None:
-    while True:
-        try:
-            if httpx.get(url + path, timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-            raise RuntimeError(f"{url} exited with {proc.returncode}: {out[-2000:]}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not become ready")
-        time.sleep(0.1)
-
-
 @contextmanager
 def _processes(
     commands: list[tuple[list[str], dict[str, str], str]], ready_path: str, timeout_s: float
@@ -147,7 +133,7 @@ def _processes(
             )
         deadline = time.monotonic() + timeout_s
         for proc, (_, _, url) in zip(procs, commands, strict=True):
-            _wait_ready(url, proc, ready_path, deadline)
+            wait_ready(url + ready_path, deadline, proc=proc, what=url)
         yield [url for _, _, url in commands]
     finally:
         for proc in procs:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.fixtures.ready import wait_ready
 from tests.gateway.server import free_port
 
 SPECROUTE = str(Path(sys.executable).parent / "specroute")
@@ -34,16 +35,9 @@ def test_control_serve_writes_json_lines_with_request_ids(tmp_path: Path) -> Non
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60.0
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "control did not become ready"
-            time.sleep(0.2)
+        wait_ready(
+            f"{base}/readyz", time.monotonic() + 60.0, proc=proc, what="control", interval=0.2
+        )
         pairs = httpx.get(
             f"{base}/admin/v1/pairs",
             headers={"Authorization": "Bearer specroute-admin-dev", "x-request-id": "op-99"},
