@@ -151,9 +151,9 @@ async def read_json(request: Request, max_bytes: int, deadlines: BodyDeadlines) 
         raise
     finally:
         deadlines.leave(task)
-    encoding = request.headers.get("content-encoding")
-    if encoding is not None and encoding.strip().lower() not in ("", "identity"):
-        raw = _decompressed(raw, encoding.strip().lower(), max_bytes)
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raw = _decompressed(raw, encoding, max_bytes)
     try:
         # NOTE: json.loads(raw, parse_constant=...) would build a JSONDecoder (and its
         # scanner) per call; this is what it does, with one decoder built once.
@@ -209,7 +209,7 @@ def _decompressed(raw: bytes, encoding: str, max_bytes: int) -> bytes:
                 f"Request body is not one complete {encoding} stream", code="invalid_encoding"
             )
         if not rest:
-            return parts[0] if len(parts) == 1 else b"".join(parts)
+            return b"".join(parts)  # one member: the same bytes, not a copy
         if len(parts) == MAX_GZIP_MEMBERS:
             raise InvalidJSONError(
                 f"Request body has more than {MAX_GZIP_MEMBERS} gzip members",
