@@ -62,7 +62,7 @@ def authenticate(request: Request, store: SnapshotStore, guard: AuthGuard) -> Te
 
 @dataclass(frozen=True, slots=True)
 class JSONBody:
-    raw: bytes  # the bytes as the client sent them
+    raw: bytes  # the client's bytes: decompressed, and UTF-8 without a BOM
     doc: dict[str, Any]
 
 
@@ -157,11 +157,16 @@ async def read_json(request: Request, max_bytes: int, deadlines: BodyDeadlines) 
     try:
         # NOTE: json.loads(raw, parse_constant=...) would build a JSONDecoder (and its
         # scanner) per call; this is what it does, with one decoder built once.
-        doc = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+        charset = json.detect_encoding(raw)
+        doc = _DECODER.decode(raw.decode(charset, "surrogatepass"))
     except (ValueError, RecursionError) as exc:
         raise InvalidJSONError("Request body is not valid JSON") from exc
     if not isinstance(doc, dict):
         raise RequestValidationFailed("Request body must be a JSON object", code="invalid_type")
+    if charset != "utf-8":
+        # A BOM, or UTF-16/32: read as JSON allows (RFC 8259 8.1), but the engine
+        # gets UTF-8 without a BOM, which is all it reads.
+        raw = json.dumps(doc, separators=(",", ":")).encode()
     return JSONBody(raw, doc)
 
 

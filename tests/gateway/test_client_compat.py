@@ -1,6 +1,6 @@
 """How the gateway treats what third-party clients send at the HTTP level: a client
 that leaves while a non-streamed answer is generated, methods other than the
-documented ones, a compressed body."""
+documented ones, a compressed body, a body in UTF-16 or with a byte-order mark."""
 
 import asyncio
 import contextlib
@@ -322,3 +322,68 @@ def test_a_slow_sender_within_the_deadline_is_answered(impatient: GatewayServer)
     status, doc, _ = _status_and_json(answer)
     assert status == 200, answer
     assert doc["choices"][0]["message"]["content"] == " tok" * 4
+
+
+class BodiesSeen:
+    """An engine (the fake) that keeps the body of each POST it receives."""
+
+    def __init__(self, engine: FakeUpstream) -> None:
+        self.engine = engine
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.engine(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+
+        async def engine_receive() -> Any:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                self.bodies.append(b"".join(chunks))
+            return message
+
+        await self.engine(scope, engine_receive, send)
+
+
+@pytest.fixture(scope="module")
+def recording(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[GatewayServer, BodiesSeen]]:
+    engine = BodiesSeen(FakeUpstream(4, 0.0, model="tiny"))
+    with serve_app(engine) as url:
+        snapshot = make_snapshot(spec_urls=[url], baseline_urls=[url])
+        snapshot.tenants[0].quota = QuotaSpec(weighted_tokens_per_minute=10_000_000)
+        with run_gateway(tmp_path_factory.mktemp("recording"), snapshot) as gw:
+            yield gw, engine
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda text: b"\xef\xbb\xbf" + text.encode(),
+        lambda text: text.encode("utf-16-le"),
+        lambda text: text.encode("utf-16"),  # with its BOM
+        lambda text: text.encode("utf-32-be"),
+    ],
+    ids=["utf-8-bom", "utf-16-le", "utf-16-bom", "utf-32-be"],
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_body_in_another_unicode_form_reaches_the_engine_as_utf8(
+    recording: tuple[GatewayServer, BodiesSeen], encode: Any, stream: bool
+) -> None:
+    gw, engine = recording
+    doc = CHAT | {"messages": [{"role": "user", "content": "héllo ✓"}], "stream": stream}
+    resp = httpx.post(
+        gw.base_url + "/v1/chat/completions",
+        content=encode(json.dumps(doc, ensure_ascii=False)),
+        headers=AUTH | {"Content-Type": "application/json"},
+    )
+    assert resp.status_code == 200, resp.text
+    assert resp.text.count(" tok") == 4
+    sent = engine.bodies[-1]
+    assert not sent.startswith(b"\xef\xbb\xbf")
+    received = json.loads(sent.decode("utf-8"))  # strict UTF-8, no BOM
+    assert received["messages"] == doc["messages"]
+    assert received["max_tokens"] == 4
