@@ -182,6 +182,14 @@ CATALOG: dict[str, Entry] = {
         "cumulative; rate over 5m",
         "sum by (reason) (rate(specroute_gateway_auth_failures_total[5m]))",
     ),
+    "specroute_gateway_refusals": Entry(
+        "requests answered with a typed error before their routing decision, by the "
+        "status answered and the gateway's own code (status 499: the client left)",
+        "—",
+        "requests",
+        "cumulative; rate over 5m",
+        "sum by (status, code) (rate(specroute_gateway_refusals_total[5m]))",
+    ),
     "specroute_gateway_quota_rejections": Entry(
         "requests refused with 429 (weighted-token budget spent)",
         "—",
@@ -472,6 +480,11 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_quota_store_failures": "tenants without a quota (never checked)",
     "specroute_gateway_quota_rejections": "tenants without a quota",
     "specroute_gateway_auth_failures": "refusals before authentication (not ready, 413)",
+    "specroute_gateway_refusals": (
+        "requests with a routing decision, refused or failed after it (quota 429, no "
+        "healthy worker, an engine's refusal or error: counted in requests_total); "
+        "answers other than typed errors (readyz 503)"
+    ),
     "specroute_gateway_shadow_mirrors": "rollouts not in the shadow stage",
     "specroute_gateway_contract_pairs": (
         "requests with n > 1, outside the rollout's contract_pair_percentage, or with "

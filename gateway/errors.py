@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
+from gateway.decision.reasons import NOT_ROUTED_HEADER
 from specwire.errors import ErrorBody
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,12 @@ class GatewayError(Exception):
         self.param = param
         self.headers = dict(headers or {})
         self.details = details
+
+    @property
+    def own_code(self) -> str:
+        """The gateway's own name for the error (its code, else its type): a metric label,
+        so never text a client or an engine chose."""
+        return self.code or self.error_type
 
     def body(self) -> ErrorBody:
         return ErrorBody.of(self.message, self.error_type, self.code, self.param)
@@ -150,6 +157,11 @@ class UpstreamClientError(GatewayError):
         super().__init__(message, code=code, details={"engine_status": status_code})
         self.status_code = status_code  # type: ignore[misc]
 
+    @property
+    def own_code(self) -> str:
+        # NOTE: `code` is the engine's text here; ours is the class's.
+        return self.default_code or self.error_type
+
 
 class UpstreamError(GatewayError):
     status_code = 502
@@ -190,9 +202,24 @@ def _context_headers(request: Request) -> dict[str, str]:
     return headers
 
 
-def error_response(request: Request, exc: GatewayError) -> JSONResponse:
+def error_response(
+    request: Request, exc: GatewayError, *, status_code: int | None = None
+) -> JSONResponse:
+    """The typed answer to `exc`, with the error's status or `status_code`.
+
+    Every typed error answer is built here, so a request answered before its routing
+    decision (no decision header yet, or the fast lane's not-routed one) is counted
+    here, once, in specroute_gateway_refusals_total; one with a decision is counted
+    in specroute_gateway_requests_total by its account instead.
+    """
+    status = exc.status_code if status_code is None else status_code
+    if getattr(request.state, "decision_header", NOT_ROUTED_HEADER) == NOT_ROUTED_HEADER:
+        # NOTE: a client that left reads no answer: 499, as requests_total counts one
+        # that leaves after routing.
+        counted = 499 if isinstance(exc, ClientDisconnected) else status
+        request.app.state.gateway.metrics.observe_refusal(counted, exc.own_code)
     headers = _context_headers(request) | exc.headers
-    return JSONResponse(exc.body_doc(), status_code=exc.status_code, headers=headers)
+    return JSONResponse(exc.body_doc(), status_code=status, headers=headers)
 
 
 def unexpected_error_response(request: Request) -> JSONResponse:
@@ -239,8 +266,7 @@ def register_error_handlers(app: FastAPI) -> None:
             err = RequestValidationFailed(str(exc.detail), code="method_not_allowed")
         else:
             err = RequestValidationFailed(str(exc.detail), code="http_error")
-        resp = error_response(request, err)
-        resp.status_code = exc.status_code
+        resp = error_response(request, err, status_code=exc.status_code)
         # NOTE: a 405 must name the methods the path takes (RFC 9110 15.5.6): the
         # router's exception carries them in `Allow`, but only those of the first
         # route matching the path; the others' (HEAD on the models paths) join them.

@@ -365,6 +365,21 @@ class GatewayMetrics:
         )
         for reason in AUTH_FAILURE_REASONS:
             self.auth_failures.labels(reason)
+        self.refusals = Counter(
+            PREFIX + "refusals",
+            "Requests refused before their routing decision, by the HTTP status answered "
+            "and the gateway's own error code (invalid_json, invalid_value, "
+            "payload_too_large, unsupported_content_encoding, invalid_encoding, "
+            "request_body_timeout, model_not_found, not_found, method_not_allowed, "
+            "invalid_api_key, ...; never text from the client or an engine). A client that "
+            "left before its answer counts as status 499, code client_disconnected. Auth "
+            "failures count here and, by reason, in auth_failures; a request refused after "
+            "its decision (quota 429, engine refusal, no worker) counts in requests instead. "
+            "Unit: requests. By code: sum by (status, code) "
+            "(rate(specroute_gateway_refusals_total[5m])).",
+            ["status", "code"],
+            registry=r,
+        )
         self.outstanding = Gauge(
             PREFIX + "outstanding_requests",
             "Requests in flight to an engine worker (the least-outstanding routing signal; "
@@ -501,6 +516,9 @@ class GatewayMetrics:
 
     def observe_quota_store_failure(self, operation: str) -> None:
         self.quota_store_failures.labels(operation).inc()
+
+    def observe_refusal(self, status: int, code: str) -> None:
+        self._child(self.refusals, str(status), code).inc()
 
     def tenant_label(self, tenant: str) -> str:
         """The label a tenant's series carry: its name, or a digest of it when tenant

@@ -318,8 +318,8 @@ async def route_watched(
 
 def refused_before_routing(state: GatewayState, seen: Intake, exc: GatewayError) -> None:
     """Record a request refused before routing (bad key, body, model or header): who and
-    when as far as known, and the typed error. It reaches no counter or histogram:
-    those describe routed requests."""
+    when as far as known, and the typed error. It reaches none of the routed requests'
+    counters or histograms; the answer's rendering counts it in refusals_total."""
     if not sampled(seen.request_id, seen.tenant.request_sample_rate if seen.tenant else 1.0):
         return
     doc = refusal_record(

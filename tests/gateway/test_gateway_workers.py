@@ -116,15 +116,23 @@ def stream_one(url: str) -> int:
     return r.status_code
 
 
-def requests_in_scrape(url: str) -> float:
+def in_scrape(url: str, family: str = "specroute_gateway_requests") -> float:
     text = httpx.get(url + "/metrics", timeout=5.0).text
     return sum(
         s.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "specroute_gateway_requests"
-        for s in family.samples
-        if s.name == "specroute_gateway_requests_total"
+        for fam in text_string_to_metric_families(text)
+        if fam.name == family
+        for s in fam.samples
+        if s.name == family + "_total"
     )
+
+
+def refuse_one(url: str) -> int:
+    # A new connection per request, so the two processes share the refusals.
+    with httpx.Client(timeout=10.0) as client:
+        r = client.post(url + "/v1/chat/completions", content=b"{", headers=AUTH)
+    assert r.json()["error"]["code"] == "invalid_json"
+    return r.status_code
 
 
 def stored(db: Database) -> tuple[int, set[str]]:
@@ -152,7 +160,12 @@ def test_two_processes_one_scrape_counts_every_request_and_telemetry_counts_once
                 statuses = list(pool.map(stream_one, [url] * N))
             assert statuses == [200] * N
             # Every scrape, whichever process answers it, counts both processes' requests.
-            assert [requests_in_scrape(url) for _ in range(6)] == [float(N)] * 6
+            assert [in_scrape(url) for _ in range(6)] == [float(N)] * 6
+            # Refusals too, and only the refusals: no served request counts as one.
+            with ThreadPoolExecutor(8) as pool:
+                assert list(pool.map(refuse_one, [url] * 12)) == [400] * 12
+            refused = [in_scrape(url, "specroute_gateway_refusals") for _ in range(6)]
+            assert refused == [12.0] * 6
             deadline = time.monotonic() + 15.0
             while stored(committed_database)[0] < N and time.monotonic() < deadline:
                 time.sleep(0.2)
