@@ -221,6 +221,19 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
         "429s from spent weighted-token budgets.",
     ),
     (
+        "Refusals before routing by status and code",
+        "reqps",
+        [
+            (
+                "sum by (status, code) (rate(specroute_gateway_refusals_total[5m]))",
+                "{{status}} {{code}}",
+            )
+        ],
+        "Requests answered with a typed error before a routing decision (bad JSON, body "
+        "too large, unknown encoding or model, bad key, 404/405; 499: the client left). "
+        "Auth failures are also in their own counter; quota 429s are not here.",
+    ),
+    (
         "Error ratio by arm",
         "percentunit",
         [("segment_arm:specroute_error_ratio:rate5m", "{{segment}} {{arm}}")],

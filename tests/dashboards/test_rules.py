@@ -44,7 +44,7 @@ def test_rule_unit_tests_pass() -> None:
 def test_committed_dashboard_is_current() -> None:
     committed = json.loads(OUTPUT.read_text())
     assert committed == build(), "run `python dashboards/generate.py`"
-    assert len(expressions(committed)) == 33
+    assert len(expressions(committed)) == 34
     titles = {p["title"] for p in committed["panels"]}
     assert "TPOT p95 / p99: spec vs baseline" in titles
     assert "Queue depth per pool" in titles

@@ -253,6 +253,9 @@ def drive_traffic(gateway_url: str, world: dict[str, Any], model: str, round_: i
     with pytest.raises(openai.APIStatusError) as broken:
         client.completions.create(model="broken", prompt="x", max_tokens=4)
     assert broken.value.status_code in (502, 503)
+    # Refused before routing: the refusals panel's series.
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=model, messages=[], max_tokens=-1)
     stingy = openai.OpenAI(base_url=gateway_url + "/v1", api_key=world["stingy_key"], max_retries=0)
     if round_ == 0:  # the first request is admitted and spends the whole budget
         stingy.completions.create(model=model, prompt="import os", max_tokens=4)
