@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.fixtures.ready import wait_ready
 from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
 from tests.gateway.server import free_port
 
@@ -32,20 +33,13 @@ def test_serve_command_answers_ready_and_models(tmp_path: Path) -> None:
             "warning",
         ],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 30.0
-        while True:
-            try:
-                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1.0)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-                assert time.monotonic() < deadline, "gateway CLI did not come up"
-                time.sleep(0.1)
-        assert ready.status_code == 200 and ready.json()["snapshot_version"] == 3
+        url = f"http://127.0.0.1:{port}/readyz"
+        wait_ready(url, time.monotonic() + 30.0, proc=proc, what="gateway CLI")
+        assert httpx.get(url).json()["snapshot_version"] == 3
         models = httpx.get(
             f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": f"Bearer {TENANT_KEY}"}
         )

@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from tests.fixtures.ready import wait_ready
 from tests.fixtures.tls import self_signed
 from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
 from tests.gateway.server import free_port
@@ -50,16 +51,14 @@ def serving(args: list[str], env: dict[str, str], cert: Path) -> Iterator[str]:
     )
     base = f"https://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60.0
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", verify=str(cert), timeout=1.0).is_success:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, f"{args[0]} did not come up over TLS"
-            time.sleep(0.2)
+        wait_ready(
+            f"{base}/healthz",
+            time.monotonic() + 60.0,
+            proc=proc,
+            what=f"{args[0]} over TLS",
+            interval=0.2,
+            verify=str(cert),
+        )
         yield base
     finally:
         proc.kill()

@@ -9,11 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 
 from control.cli.pidfiles import entries, service_of
+from tests.fixtures.ready import wait_ready
 
 SPECROUTE = str(Path(sys.executable).with_name("specroute"))
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,16 +68,8 @@ def test_stack_down_stops_what_another_terminal_started(tmp_path: Path) -> None:
         start_new_session=True,  # like a process of another terminal
     )
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, "control serve exited"
-            assert time.monotonic() < deadline, "control serve did not answer"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}/healthz"
+        wait_ready(url, time.monotonic() + 120, proc=server, what="control serve", interval=0.2)
         [entry] = entries(run_dir)
         assert (entry.name, entry.pid) == ("control", server.pid) and entry.running()
         # A stale file (its process gone) and a recycled pid (this test's own process
