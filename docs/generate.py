@@ -479,7 +479,10 @@ EXCLUSIONS: dict[str, str] = {
     "specroute_gateway_snapshot_age_seconds": "—",
     "specroute_gateway_quota_store_failures": "tenants without a quota (never checked)",
     "specroute_gateway_quota_rejections": "tenants without a quota",
-    "specroute_gateway_auth_failures": "refusals before authentication (not ready, 413)",
+    "specroute_gateway_auth_failures": (
+        "refusals before authentication (gateway not ready); a bad body with a bad key "
+        "is counted here, since the key is checked first"
+    ),
     "specroute_gateway_refusals": (
         "requests with a routing decision, refused or failed after it (quota 429, no "
         "healthy worker, an engine's refusal or error: counted in requests_total); "
