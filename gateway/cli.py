@@ -87,7 +87,7 @@ def serve(
         except MissingToken as refused:
             typer.echo(f"refusing to start: {refused}", err=True)
             raise typer.Exit(code=2) from None
-        from gateway.multiprocess import MULTIPROC_ENV, metrics_dir
+        from gateway.metric_files import MULTIPROC_ENV, metrics_dir
 
         with metrics_dir() as path:
             # NOTE: set before the workers start: prometheus-client picks its value

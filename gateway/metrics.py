@@ -8,19 +8,17 @@ so a flood of new segments or tenants cannot grow the exposition without bound.
 """
 
 import hashlib
-import os
-import re
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, values
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
-from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.multiprocess import MultiProcessCollector
 
+from gateway.metric_files import forget_dead_processes, multiprocess_dir
 from gateway.telemetry.positions import POSITION_LABELS, UNKNOWN
 from gateway.telemetry.record import RequestRecord
 from specwire import LATENCY_BUCKETS_S, OVERFLOW_LABEL, UNSEGMENTED_LABEL, Arm
@@ -30,44 +28,7 @@ PREFIX = "specroute_gateway_"
 OTHER = OVERFLOW_LABEL
 NONE = UNSEGMENTED_LABEL
 
-__all__ = ["LATENCY_BUCKETS_S", "NONE", "OTHER", "GatewayMetrics", "TopKLabels", "multiprocess_dir"]
-
-
-def multiprocess_dir() -> Path | None:
-    """The directory this process's metric values live in when prometheus-client runs in
-    multi-process mode (PROMETHEUS_MULTIPROC_DIR was set when it was imported), else None.
-    """
-    if values.ValueClass is values.MutexValue:
-        return None
-    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    return Path(path) if path else None
-
-
-# prometheus-client's live-gauge files in multi-process mode: gauge_livesum_<pid>.db, ...
-_LIVE_GAUGE_FILE = re.compile(r"^gauge_live[a-z]+_(\d+)\.db$")
-
-
-def forget_dead_processes(path: Path) -> list[int]:
-    """Remove the live-gauge files of processes that are gone (a worker uvicorn replaced),
-    so their last in-flight counts do not stay in the sum; their counters stay."""
-    dead: set[int] = set()
-    for entry in path.iterdir():
-        match = _LIVE_GAUGE_FILE.match(entry.name)
-        if match is not None and not _alive(int(match.group(1))):
-            dead.add(int(match.group(1)))
-    for pid in dead:
-        mark_process_dead(pid, str(path))  # type: ignore[no-untyped-call]
-    return sorted(dead)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+__all__ = ["LATENCY_BUCKETS_S", "NONE", "OTHER", "GatewayMetrics", "TopKLabels"]
 
 
 class TopKLabels:

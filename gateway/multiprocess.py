@@ -18,41 +18,9 @@ builds its own app here. What they share, and how:
   unless told `--local-quotas`.
 """
 
-import contextlib
 import os
-import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 
 from fastapi import FastAPI
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-# prometheus-client's per-process files: counter_<pid>.db, gauge_livesum_<pid>.db, ...
-_DB_FILE = re.compile(r"^[a-z]+(?:_[a-z]+)?_(\d+)\.db$")
-
-
-@contextlib.contextmanager
-def metrics_dir() -> Iterator[Path]:
-    """The run's metrics directory: PROMETHEUS_MULTIPROC_DIR emptied of the last run's
-    files, or a new temporary directory removed at exit."""
-    given = os.environ.get(MULTIPROC_ENV)
-    if given:
-        path = Path(given)
-        path.mkdir(parents=True, exist_ok=True)
-        for entry in path.iterdir():
-            # NOTE: only prometheus-client's own files: a directory named by mistake
-            # (a home, /tmp) loses nothing else.
-            if _DB_FILE.match(entry.name) and entry.is_file():
-                entry.unlink()
-        yield path
-        return
-    path = Path(tempfile.mkdtemp(prefix="specroute-gateway-metrics-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def worker_gateway_id(configured: str | None, pid: int) -> str | None:

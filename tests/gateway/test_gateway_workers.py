@@ -29,7 +29,7 @@ from control.db import Database
 from control.models import TelemetryBatchRow, TelemetryWindowRow
 from control.settings import ControlSettings
 from engine.fake import FakeUpstream
-from gateway.metrics import forget_dead_processes
+from gateway.metric_files import forget_dead_processes
 from tests.fixtures.db import ADMIN_TOKEN, INTERNAL_TOKEN
 from tests.fixtures.ready import wait_ready
 from tests.fixtures.services import REDIS_URL, require_redis
