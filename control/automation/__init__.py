@@ -7,6 +7,7 @@ Read `pipeline` first: it is the whole path, top to bottom.
   flip → record, one rollout per transaction; `Job` names what is done to a rollout.
 - `tasks`: the Celery tasks, one named entry point per job onto the pipeline.
 - `celery_app`, `app`: the Celery app (broker, backend, beat schedule) and its tasks.
+- `beat`: `specroute beat`'s program, whose SIGTERM handler is safe during start-up.
 - `dispatch`: the guard task sent when a telemetry batch brings a rollout's window.
 - `health`: the spec pool's health from its workers.
 - `gather`: both arms' telemetry windows turned into statistics.

@@ -48,6 +48,12 @@ class AutomationCelery(Celery):  # type: ignore[misc]
         install_snapshot_notifier(database, redis_url=self.specroute_settings.redis_url)
         return database
 
+    @cached_property
+    def Beat(self) -> type:
+        """`celery beat`'s program class: Celery's with a SIGTERM handler that stops beat
+        in every phase of start-up (see `control.automation.beat`)."""
+        return self.subclass_with_self("control.automation.beat:Beat")  # type: ignore[no-any-return]
+
 
 def beat_schedule(settings: ControlSettings) -> dict[str, dict[str, Any]]:
     return {
