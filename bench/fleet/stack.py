@@ -501,6 +501,7 @@ defaults
   mode http
   timeout connect 1s
   timeout client 60s
+  timeout http-request 10s
   timeout server 60s
   timeout check 1s
   retries 2
