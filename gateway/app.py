@@ -143,7 +143,9 @@ class GatewayApp(FastAPI):
     """
 
     def build_middleware_stack(self) -> ASGIApp:
-        return CompletionFastLane(super().build_middleware_stack())
+        return CompletionFastLane(
+            super().build_middleware_stack(), getattr(self.state, "gateway", None)
+        )
 
 
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:

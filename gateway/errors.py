@@ -184,6 +184,18 @@ class ClientDisconnected(ServiceUnavailable):
         super().__init__("client disconnected")
 
 
+class GatewayOverloaded(ServiceUnavailable):
+    """The gateway process already serves `max_concurrent_requests` completion requests."""
+
+    default_code = "gateway_overloaded"
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"The gateway is serving its limit of {limit} concurrent requests; retry later",
+            headers={"Retry-After": str(retry_after_s)},
+        )
+
+
 class UpstreamTimeout(GatewayError):
     status_code = 504
     error_type = "timeout_error"

@@ -329,6 +329,22 @@ class GatewaySettings(PlaneSettings):
             "that makes every replica stale does not empty the gateway's Service."
         ),
     )
+    max_concurrent_requests: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Most completion requests (chat and completions, streamed or not) this gateway "
+            "process serves at once; one more is answered at once, before its body is read, "
+            "with a 503 `gateway_overloaded` and `Retry-After` (health, readiness, metrics "
+            "and models are never limited). Per process: under `serve --workers N` the host "
+            "serves up to N times it. 0: unlimited."
+        ),
+    )
+    overload_retry_after_s: int = Field(
+        default=1,
+        ge=1,
+        description="The `Retry-After` (whole seconds) of a 503 `gateway_overloaded`.",
+    )
     snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)

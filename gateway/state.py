@@ -20,6 +20,17 @@ from gateway.snapshot.store import SnapshotStore
 from gateway.telemetry.aggregator import TelemetryAggregator
 
 
+@dataclass(slots=True)
+class RequestSlots:
+    """The completion requests this process serves at once, against its limit.
+
+    NOTE: a plain integer, no lock: one event loop per process touches it, and only
+    between awaits (gateway.routes.fastlane takes and returns the slots)."""
+
+    limit: int
+    in_flight: int = 0
+
+
 @dataclass
 class GatewayState:
     settings: GatewaySettings
@@ -42,6 +53,8 @@ class GatewayState:
     depth: DepthRouter = field(init=False)
     # The deadline on receiving request bodies (request_body_timeout_s).
     body_deadlines: BodyDeadlines = field(init=False)
+    # max_concurrent_requests; None when unlimited (then nothing is counted at all).
+    slots: RequestSlots | None = field(init=False)
 
     def __post_init__(self) -> None:
         # NOTE: one cap and budget for both kinds of background copy: the load bound
@@ -58,6 +71,8 @@ class GatewayState:
         self.shadow = ShadowMirrors(copies)
         self.pair_checks = PairChecks(copies)
         self.body_deadlines = BodyDeadlines(self.settings.request_body_timeout_s)
+        limit = self.settings.max_concurrent_requests
+        self.slots = RequestSlots(limit) if limit else None
         metrics = self.metrics
         self.depth = DepthRouter(
             self.balancer,

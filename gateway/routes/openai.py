@@ -29,7 +29,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         415: "Content-Encoding other than gzip, deflate or identity",
         429: "Tenant quota exhausted (Retry-After)",
         502: "Engine failure",
-        503: "No healthy engine / no snapshot",
+        503: "No healthy engine / no snapshot / gateway overloaded (Retry-After)",
         504: "Engine timeout",
     }.items()
 }
