@@ -2,6 +2,7 @@
 a typed 503 `gateway_overloaded` with Retry-After, counted as a refusal, booking no
 quota; the slot of every request comes back however it ends; unlimited by default."""
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -12,10 +13,14 @@ from pathlib import Path
 import httpx
 import pytest
 from pydantic import ValidationError
+from starlette.types import Message, Scope
 
 from engine.fake import FakeUpstream
+from gateway.app import create_app
 from gateway.quota.memory import InMemoryQuotaLimiter
+from gateway.routes.fastlane import CompletionFastLane
 from gateway.settings import GatewaySettings
+from gateway.state import GatewayState
 from specwire import QuotaSpec
 from tests.gateway.policy import TENANT_KEY, make_snapshot
 from tests.gateway.server import GatewayServer, free_port, run_gateway, serve_app
@@ -175,3 +180,62 @@ def test_unlimited_by_default_admits_many_at_once(tmp_path: Path, engine_url: st
 def test_a_negative_limit_is_refused_at_start() -> None:
     with pytest.raises(ValidationError, match="max_concurrent_requests"):
         GatewaySettings(max_concurrent_requests=-1)
+
+
+async def test_a_cancelled_request_frees_its_slot(tmp_path: Path) -> None:
+    # NOTE: driven as ASGI, since cancelling a request's task (what `serve` does to
+    # requests still running after the shutdown grace) cannot be timed from a client.
+    # The client is one that never sends its body: the request waits in intake.
+    settings = GatewaySettings(
+        snapshot_file=tmp_path / "unused.json", gateway_id="test", max_concurrent_requests=1
+    )
+    app = create_app(settings)
+    state: GatewayState = app.state.gateway
+    state.store.replace(make_snapshot(spec_urls=[], baseline_urls=[]), etag=None, confirmed=True)
+    lane = app.build_middleware_stack()
+    assert isinstance(lane, CompletionFastLane)
+    never = asyncio.Event()
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope: Scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "http",
+        "headers": [
+            (b"authorization", f"Bearer {TENANT_KEY}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"100"),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "app": app,
+        "state": {},
+    }
+    task = asyncio.create_task(lane(scope, receive, send))
+    slots = state.slots
+    assert slots is not None
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if slots.in_flight:
+            break
+    assert slots.in_flight == 1
+    # A second request meanwhile is shed.
+    await lane(scope, receive, send)
+    assert sent[0]["status"] == 503
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert slots.in_flight == 0
