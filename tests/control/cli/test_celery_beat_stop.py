@@ -7,7 +7,6 @@ exited through a traceback big enough to fill a pipe nobody read."""
 
 import os
 import shelve
-import signal
 import subprocess
 import sys
 import time
@@ -17,10 +16,10 @@ import pytest
 
 from control.automation.celery_app import beat_schedule
 from control.settings import ControlSettings
+from tests.control.cli.beat_process import beat_process, read_until_started, terminate
 from tests.control.cli.sigterm_beat_app import CREATED
 
 ROOT = Path(__file__).resolve().parents[3]
-SPECROUTE = str(Path(sys.executable).parent / "specroute")
 # Beat exits in about a second once signalled; the bound leaves room for a loaded CI.
 STOP_BOUND_S = 10.0
 
@@ -43,33 +42,12 @@ def _expected_entries(data_dir: Path) -> set[str]:
 
 @pytest.mark.parametrize("delay_s", [0.0, 0.03, 0.3, 1.5])
 def test_beat_stops_on_sigterm_after_starting(tmp_path: Path, delay_s: float) -> None:
-    proc = subprocess.Popen(
-        [SPECROUTE, "beat"],
-        env=_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 60.0
-        while not any("beat: Starting" in line for line in lines):
-            assert time.monotonic() < deadline, lines
-            line = proc.stdout.readline()
-            assert line or proc.poll() is None, lines
-            lines.append(line)
+    with beat_process(_env(tmp_path), tmp_path) as proc:
+        lines = read_until_started(proc)
         time.sleep(delay_s)
         signalled = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        # communicate() drains the pipe, so a chatty exit cannot block on it.
-        rest, _ = proc.communicate(timeout=STOP_BOUND_S)
+        rest = terminate(proc, STOP_BOUND_S)
         stopped_s = time.monotonic() - signalled
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
     assert proc.returncode == 0, "".join(lines) + rest
     assert stopped_s < STOP_BOUND_S
     assert "Traceback" not in rest and "corrupted" not in rest, rest

@@ -1,0 +1,54 @@
+"""A `specroute beat` process for the tests: started with its output piped, read
+until it logs "beat: Starting", stopped with SIGTERM while its pipe is drained (a
+process that writes into a pipe nobody reads blocks once the pipe is full)."""
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+SPECROUTE = str(Path(sys.executable).parent / "specroute")
+
+
+@contextmanager
+def beat_process(env: dict[str, str], cwd: Path) -> Iterator["subprocess.Popen[str]"]:
+    """`specroute beat`, killed at the end if it is still running."""
+    proc = subprocess.Popen(
+        [SPECROUTE, "beat"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+
+
+def read_until_started(proc: "subprocess.Popen[str]", timeout_s: float = 60.0) -> list[str]:
+    """The non-blank lines beat wrote up to and including "beat: Starting"."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while not any("beat: Starting" in line for line in lines):
+        assert time.monotonic() < deadline, lines
+        line = proc.stdout.readline()
+        assert line or proc.poll() is None, lines
+        if line.strip():
+            lines.append(line)
+    return lines
+
+
+def terminate(proc: "subprocess.Popen[str]", timeout_s: float) -> str:
+    """SIGTERM, then what beat writes until it exits (within `timeout_s`, else
+    subprocess.TimeoutExpired)."""
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=timeout_s)
+    return rest
