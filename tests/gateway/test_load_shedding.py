@@ -23,8 +23,8 @@ from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
 from specwire import QuotaSpec
 from tests.gateway.policy import TENANT_KEY, make_snapshot
+from tests.gateway.scrape import refusals
 from tests.gateway.server import GatewayServer, free_port, run_gateway, serve_app
-from tests.gateway.test_refusals import refusals
 
 AUTH = {"Authorization": f"Bearer {TENANT_KEY}"}
 # 150 tokens at 20 ms: a stream lasts 3 s (the fake keeps a schedule: after a stall
@@ -120,7 +120,10 @@ def test_a_client_leaving_mid_stream_frees_its_slot(limited: GatewayServer) -> N
             client.stream("POST", "/v1/chat/completions", json=CHAT, headers=AUTH) as response,
         ):
             assert response.status_code == 200
-            first = next(response.iter_raw())
+            # NOTE: the iterator is kept: dropped, it closes the response at once, and
+            # the gateway may see the client leave before the count below is read.
+            chunks = response.iter_raw()
+            first = next(chunks)
             assert in_flight(gw) == 1, first
         wait_in_flight(gw, 0)
     assert ("503", "gateway_overloaded") not in refusals(gw)

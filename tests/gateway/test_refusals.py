@@ -12,31 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from engine.fake import FakeUpstream
 from tests.gateway.policy import TENANT_KEY, make_snapshot
+from tests.gateway.scrape import refusals, scrape
 from tests.gateway.server import GatewayServer, run_gateway, serve_app
 
 AUTH = {"Authorization": f"Bearer {TENANT_KEY}"}
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 LIMIT = 4096  # max_body_bytes of the gateway under test
-
-
-def scrape(gw: GatewayServer, family: str, *labels: str) -> dict[tuple[str, ...], float]:
-    """The family's `_total` samples, keyed by the values of `labels`."""
-    text = httpx.get(gw.base_url + "/metrics").text
-    return {
-        tuple(s.labels[name] for name in labels): s.value
-        for fam in text_string_to_metric_families(text)
-        if fam.name == family
-        for s in fam.samples
-        if s.name == family + "_total"
-    }
-
-
-def refusals(gw: GatewayServer) -> dict[tuple[str, ...], float]:
-    return scrape(gw, "specroute_gateway_refusals", "status", "code")
 
 
 @pytest.fixture
