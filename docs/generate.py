@@ -168,7 +168,8 @@ CATALOG: dict[str, Entry] = {
         "max by (instance) (specroute_gateway_snapshot_age_seconds)",
     ),
     "specroute_gateway_quota_store_failures": Entry(
-        "quota store (Redis) calls that failed or timed out, by operation",
+        "quota store (Redis) calls that failed or timed out, by operation (`admit`,"
+        " `settle`, `charge`, `reconcile`: the replay of calls whose outcome was unknown)",
         "—",
         "calls",
         "cumulative; increase over 5m",

@@ -314,7 +314,7 @@ class GatewayMetrics:
             ["operation"],
             registry=r,
         )
-        for operation in ("admit", "settle", "charge"):
+        for operation in ("admit", "settle", "charge", "reconcile"):
             self.quota_store_failures.labels(operation)
         self.auth_failures = Counter(
             PREFIX + "auth_failures",

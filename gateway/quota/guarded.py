@@ -20,25 +20,34 @@ that Redis never heard of (Redis then admitted a second budget once it answered
 again). The fallback also counts what other replicas had booked at Redis' last answer
 (`used` minus this replica's ledger) until that answer leaves the window, and what it
 admitted on its own is charged to Redis before Redis' next admission.
+
+A call that failed may still have run. Each booking carries a token, so before its next
+admission for the tenant the guard replays what it could not confirm, once whatever
+the first try did (`RedisQuotaLimiter.reconcile`): an admission it gave up on is
+cancelled (the request went to the fallback, which charges Redis for it), a charge or
+settle that failed is retried. Without that, Redis kept the orphaned bookings and
+refused a replica's last requests below the budget.
 """
 
 import asyncio
 import contextlib
+import itertools
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
 from redis.exceptions import RedisError
 
 from gateway.quota.limiter import (
     ChargesByCost,
-    QuotaLimiter,
     QuotaVerdict,
     Reservation,
 )
 from gateway.quota.memory import InMemoryQuotaLimiter
+from gateway.quota.redis_limiter import RedisQuotaLimiter, StoreOp
 from specwire import TenantSpec
 
 log = logging.getLogger(__name__)
@@ -56,7 +65,11 @@ class QuotaStoreUnavailable(Exception):
 
 
 class _StoreDown(Exception):
-    pass
+    """The store was not reached: skipped while down, or the call failed."""
+
+
+class _StoreFailed(_StoreDown):
+    """The call was made and failed or timed out: Redis may have run it."""
 
 
 @dataclass
@@ -67,12 +80,13 @@ class _Outside:
     others_until: float = 0.0  # when that answer has left the window (local clock)
     backlog: float = 0.0  # admitted by the local fallback, not yet charged to Redis
     backlog_until: float = 0.0
+    unsure: list[tuple[StoreOp, float]] = field(default_factory=list)  # (op, drop after)
 
 
 class GuardedQuotaLimiter(ChargesByCost):
     def __init__(
         self,
-        store: QuotaLimiter,
+        store: RedisQuotaLimiter,
         *,
         mode: FailureMode,
         timeout_s: float,
@@ -91,6 +105,7 @@ class GuardedQuotaLimiter(ChargesByCost):
         self.failures = 0
         self._skip_until = 0.0
         self._outside: dict[int, _Outside] = {}
+        self._tokens = (f"{secrets.token_hex(6)}.{n}" for n in itertools.count())
 
     def store_available(self) -> bool:
         return self.clock() >= self._skip_until
@@ -113,7 +128,7 @@ class GuardedQuotaLimiter(ChargesByCost):
                 self.mode,
                 self.retry_s,
             )
-            raise _StoreDown from exc
+            raise _StoreFailed from exc
 
     def _outside_of(self, tenant_id: int) -> _Outside:
         return self._outside.setdefault(tenant_id, _Outside())
@@ -127,15 +142,66 @@ class GuardedQuotaLimiter(ChargesByCost):
             outside.backlog = 0.0
             return
         backlog, outside.backlog = outside.backlog, 0.0
+        await self._charge_shared(tenant, backlog, until=outside.backlog_until)
+
+    def _unsure(self, tenant_id: int, op: StoreOp, until: float | None = None) -> None:
+        """Remember a call that failed after it was sent, to replay it idempotently."""
+        until = self.local.clock() + self.local.window_s if until is None else until
+        self._outside_of(tenant_id).unsure.append((op, until))
+
+    async def _reconcile(self, tenant_id: int) -> None:
+        """Replay the calls whose outcome is unknown (claimed before the await; put back
+        when Redis fails again: replaying twice is harmless)."""
+        outside = self._outside_of(tenant_id)
+        now = self.local.clock()
+        pending = [(op, until) for op, until in outside.unsure if now < until]
+        outside.unsure = []
+        if not pending:
+            return
         try:
-            await self._call("charge", lambda: self.store.charge_cost(tenant, backlog))
+            ops = [op for op, _ in pending]
+            await self._call("reconcile", lambda: self.store.reconcile(tenant_id, ops))
         except _StoreDown:
-            outside.backlog += backlog
+            outside.unsure = pending + outside.unsure
             raise
 
+    async def _charge_shared(self, tenant: TenantSpec, cost: float, *, until: float) -> None:
+        token = next(self._tokens)
+        try:
+            await self._call("charge", lambda: self.store.charge_cost(tenant, cost, token=token))
+        except _StoreFailed:
+            self._unsure(tenant.id, StoreOp("charge", token, amount=cost), until)
+            raise
+        except _StoreDown:
+            outside = self._outside_of(tenant.id)
+            outside.backlog += cost
+            outside.backlog_until = max(outside.backlog_until, until)
+            raise
+
+    async def _settle_shared(self, reservation: Reservation, cost: float) -> None:
+        """Settle at Redis; a failure is counted and, for a tokened reservation, retried."""
+        try:
+            await self._call("settle", lambda: self.store.settle(reservation, cost))
+        except _StoreFailed:
+            if reservation.token:
+                delta = cost - reservation.amount
+                op = StoreOp("settle", reservation.token, reservation.second, delta)
+                self._unsure(reservation.tenant_id, op)
+        except _StoreDown:
+            pass  # NOTE: skipped while down: stays booked until it leaves the window
+
     async def _admit_shared(self, tenant: TenantSpec, reserve: float) -> QuotaVerdict:
+        await self._reconcile(tenant.id)
         await self._push_backlog(tenant)
-        verdict = await self._call("admit", lambda: self.store.admit(tenant, reserve))
+        token = next(self._tokens)
+        try:
+            verdict = await self._call(
+                "admit", lambda: self.store.admit(tenant, reserve, token=token)
+            )
+        except _StoreFailed:
+            if self.mode != "open" and reserve > 0:
+                self._unsure(tenant.id, StoreOp("cancel", token))
+            raise
         if not verdict.allowed or verdict.limit is None:
             return verdict
         ledger_before = self.local.used(tenant.id)
@@ -147,9 +213,7 @@ class GuardedQuotaLimiter(ChargesByCost):
             # NOTE: Redis has not seen every admission this replica made (a call that
             # timed out, the fallback's own); the ledger has, and it is full. Refund.
             if verdict.reservation is not None:
-                with contextlib.suppress(_StoreDown):
-                    reservation = verdict.reservation
-                    await self._call("settle", lambda: self.store.settle(reservation, 0.0))
+                await self._settle_shared(verdict.reservation, 0.0)
             return mirror
         if verdict.reservation is None or mirror.reservation is None:
             return verdict
@@ -190,16 +254,16 @@ class GuardedQuotaLimiter(ChargesByCost):
             return
         if reservation.local_second is not None:
             await self.local.settle(replace(reservation, second=reservation.local_second), cost)
-        # A failure is counted; the shared reservation stays booked until it leaves the window.
-        with contextlib.suppress(_StoreDown):
-            await self._call("settle", lambda: self.store.settle(reservation, cost))
+        await self._settle_shared(reservation, cost)
 
     async def charge_cost(self, tenant: TenantSpec, cost: float) -> None:
         await self.local.charge_cost(tenant, cost)
-        try:
-            await self._call("charge", lambda: self.store.charge_cost(tenant, cost))
-        except _StoreDown:
-            if self.mode == "local" and cost > 0:
-                outside = self._outside_of(tenant.id)
-                outside.backlog += cost
-                outside.backlog_until = self.local.clock() + self.local.window_s
+        if cost <= 0 or tenant.quota.weighted_tokens_per_minute is None:
+            return
+        if self.mode != "local":
+            with contextlib.suppress(_StoreDown):
+                await self._call("charge", lambda: self.store.charge_cost(tenant, cost))
+            return
+        with contextlib.suppress(_StoreDown):
+            until = self.local.clock() + self.local.window_s
+            await self._charge_shared(tenant, cost, until=until)

@@ -35,6 +35,7 @@ class Reservation:
     amount: float
     origin: Literal["shared", "local"] = "shared"  # local: the per-replica fallback
     local_second: int | None = None  # shared: where this replica's own ledger booked it
+    token: str = ""  # shared: names the booking in Redis, so a settle applies once
 
 
 @dataclass(frozen=True)

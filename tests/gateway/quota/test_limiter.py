@@ -11,9 +11,10 @@ import redis.asyncio as redis
 from gateway.quota import make_quota_limiter, weighted_cost
 from gateway.quota.guarded import GuardedQuotaLimiter
 from gateway.quota.memory import InMemoryQuotaLimiter
-from gateway.quota.redis_limiter import RedisQuotaLimiter
+from gateway.quota.redis_limiter import RedisQuotaLimiter, StoreOp
 from specwire import QuotaSpec, QuotaWeights, TenantSpec
 from tests.fixtures.services import require_redis
+from tests.hostile.slow_redis import SlowRedisProxy
 
 WEIGHTS = QuotaWeights(prompt=1.0, completion=2.0, rejected_draft=0.25)
 
@@ -231,3 +232,89 @@ async def test_redis_reservations_are_shared_and_settled(redis_prefix: str) -> N
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def window_total(prefix: str, t: TenantSpec) -> float:
+    """What Redis holds in the tenant's window, read from its hash."""
+    client = redis.Redis.from_url(require_redis())
+    try:
+        fields = await client.hgetall(f"{prefix}:{t.id}")
+    finally:
+        await client.aclose()
+    return sum(float(v) for v in fields.values())
+
+
+@pytest.mark.redis
+async def test_replayed_calls_take_effect_exactly_once(redis_prefix: str) -> None:
+    store = redis_limiter(redis_prefix)
+    t = tenant(1000)
+    try:
+        booked = await store.admit(t, reserve=70.0, token="a1")
+        assert booked.reservation is not None and booked.reservation.token == "a1"
+        assert await window_total(redis_prefix, t) == pytest.approx(70.0)
+        # An admission the gateway gave up on is cancelled once, however often replayed.
+        assert await store.reconcile(t.id, [StoreOp("cancel", "a1")]) == 1
+        assert await store.reconcile(t.id, [StoreOp("cancel", "a1")]) == 0
+        assert await window_total(redis_prefix, t) == pytest.approx(0.0)
+        # Its settle comes to nothing: the booking is gone.
+        await store.settle(booked.reservation, 500.0)
+        assert await window_total(redis_prefix, t) == pytest.approx(0.0)
+        # A cancel that reaches Redis before its admission leaves a tombstone.
+        assert await store.reconcile(t.id, [StoreOp("cancel", "late")]) == 0
+        late = await store.admit(t, reserve=40.0, token="late")
+        assert late.allowed and await window_total(redis_prefix, t) == pytest.approx(0.0)
+        # A charge retried after it ran counts once; one that never ran counts on retry.
+        await store.charge_cost(t, 25.0, token="c1")
+        charges = [StoreOp("charge", "c1", amount=25.0), StoreOp("charge", "c2", amount=5.0)]
+        assert await store.reconcile(t.id, charges) == 1
+        assert await store.reconcile(t.id, charges) == 0
+        assert await window_total(redis_prefix, t) == pytest.approx(30.0)
+        # A settle applies once, first try or replay.
+        second = await store.admit(t, reserve=50.0, token="s1")
+        assert second.reservation is not None
+        await store.settle(second.reservation, 10.0)
+        replay = StoreOp("settle", "s1", second.reservation.second, -40.0)
+        assert await store.reconcile(t.id, [replay]) == 0
+        assert await window_total(redis_prefix, t) == pytest.approx(40.0)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.redis
+async def test_a_timed_out_admission_does_not_leave_redis_over_counting(
+    redis_prefix: str,
+) -> None:
+    """Redis answers after the guard's timeout (fault injection: the proxy delays every
+    reply 0.3 s against a 0.1 s timeout), so it books admissions the guard gave up on and
+    serves from its ledger. Once Redis answers in time again, it holds exactly what the
+    replica admitted, and the replica can spend the whole budget."""
+    require_redis()
+    proxy = SlowRedisProxy(upstream_port=6379, delay_s=(0.0, 0.0))
+    t, other = tenant(100), tenant(100, tenant_id=2)
+    with proxy.running() as url:
+        guard = GuardedQuotaLimiter(
+            RedisQuotaLimiter.from_url(url, key_prefix=redis_prefix),
+            mode="local",
+            timeout_s=0.1,
+            retry_s=0.0,
+            window_s=60,
+        )
+        try:
+            # Connections open while Redis is quick (a slow handshake would fail before
+            # the call is sent), so the slow calls below reach Redis and run there.
+            await asyncio.gather(*(guard.store.admit(other) for _ in range(6)))
+            proxy.delay_s = (0.3, 0.3)
+            slow = [await guard.admit(t, reserve=20.0) for _ in range(3)]
+            assert all(v.allowed and v.reservation is not None for v in slow)
+            assert guard.failures >= 3
+            await asyncio.sleep(0.5)  # every late call has run at Redis
+            proxy.delay_s = (0.0, 0.0)
+            failures = guard.failures
+            fast = [await guard.admit(t, reserve=20.0) for _ in range(3)]
+            assert guard.failures == failures
+            # Orphaned bookings cancelled, the ledger's 60 charged once: then two more
+            # admissions fill the budget (before, the orphans made Redis refuse at once).
+            assert [v.allowed for v in fast] == [True, True, False]
+            assert await window_total(redis_prefix, t) == pytest.approx(100.0)
+        finally:
+            await guard.store.aclose()
