@@ -6,10 +6,11 @@ import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from specwire.logs import LogFormat
 from specwire.settings import AuthFailureLimits, PlaneSettings, SettingsGroup, TlsFiles
@@ -178,6 +179,38 @@ class ExposureSettings(SettingsGroup):
     segment_top_k: int = Field(
         default=20, ge=1, description="Segments with their own metric label; the rest: 'other'."
     )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default=[],
+        description=(
+            "Browser origins allowed to call the gateway (CORS), comma-separated, e.g. "
+            "`https://app.example.com,http://localhost:3000`; `*` allows any. Keys go in "
+            "the Authorization header, never cookies, so no credentials mode. Empty (the "
+            "default): no CORS headers, and a preflight OPTIONS is 405 like any OPTIONS."
+        ),
+    )
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _check_origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if origin == "*":
+                continue
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"CORS origin {origin!r} is not scheme://host[:port] or *")
+            if parts.path or parts.query or parts.fragment or parts.username:
+                # A browser's Origin never has these; such an entry would match nothing.
+                raise ValueError(
+                    f"CORS origin {origin!r} has a path: write {parts.scheme}://{parts.netloc}"
+                )
+        return origins
 
 
 class TelemetrySettings(SettingsGroup):
