@@ -79,6 +79,7 @@ def serve(
         "log_level": log_level,
         "log_config": log_config,
         "timeout_graceful_shutdown": settings.shutdown_grace_s,
+        "timeout_keep_alive": settings.keep_alive_s,
         **tls,
     }
     if workers > 1:

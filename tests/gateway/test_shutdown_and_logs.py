@@ -5,7 +5,9 @@ fixed-pace) upstream server over loopback."""
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -167,3 +169,49 @@ def test_an_unknown_log_format_refuses_to_start(log_format: str) -> None:
     )
     assert out.returncode != 0
     assert "log_format" in out.stderr
+
+
+def _get_on(sock: socket.socket) -> bytes:
+    """One keep-alive GET /healthz on `sock`: the whole answer (b'' if closed)."""
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            if not (chunk := sock.recv(65536)):
+                return answer
+            answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        length = int(re.search(rb"content-length: (\d+)", head, re.I).group(1))  # type: ignore[union-attr]
+        while len(body) < length:
+            body += sock.recv(65536)
+        return answer
+    except OSError:
+        return b""
+
+
+def test_idle_connections_stay_open_for_keep_alive_s(tmp_path: Path) -> None:
+    """75 s by default, so a load balancer's pooled connection (idle timeout 60 s on
+    many) is never closed under it; uvicorn's own 5 s would be."""
+    for name in ("default", "short"):
+        (tmp_path / name).mkdir()
+    with (
+        serve_app(FakeUpstream(tokens=3, interval_s=0.0)) as upstream,
+        gateway_process(tmp_path / "default", upstream) as (default_url, _),
+        gateway_process(tmp_path / "short", upstream, SPECROUTE_GATEWAY_KEEP_ALIVE_S="1") as (
+            short_url,
+            _,
+        ),
+    ):
+        socks = [
+            socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=5)
+            for url in (default_url, short_url)
+        ]
+        try:
+            assert all(_get_on(s).startswith(b"HTTP/1.1 200") for s in socks)
+            time.sleep(6.0)  # past uvicorn's default of 5 s
+            kept, closed = (_get_on(s) for s in socks)
+            assert kept.startswith(b"HTTP/1.1 200"), kept
+            assert closed == b"", closed
+        finally:
+            for s in socks:
+                s.close()

@@ -307,7 +307,7 @@ def main() -> None:
         + (f"of {args.stall_s:g} s every {args.stall_every_s:g} s" if args.stall_s else "none")
     )
     print(
-        "| replicas | concurrent requests | runs | 200 (max) | 429 (all runs) | other "
+        "| replicas | concurrent requests | runs | 200 (min-max) | 429 (all runs) | other "
         "| Redis timeouts (all runs) | overshoot max |"
     )
     print("|---:|---:|---:|---:|---:|---|---:|---:|")
@@ -339,7 +339,8 @@ def main() -> None:
                 for status, count in r.other.items():
                     others[status] = others.get(status, 0) + count
             print(
-                f"| {replicas} | {n} | {len(results)} | {worst.ok} | "
+                f"| {replicas} | {n} | {len(results)} | "
+                f"{min(r.ok for r in results)}-{worst.ok} | "
                 f"{sum(r.refused for r in results)} | "
                 f"{', '.join(f'{s}: {c}' for s, c in sorted(others.items())) or '-'} | "
                 f"{sum(r.store_failures for r in results)} | {worst.ratio:.2f}x |"
