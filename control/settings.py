@@ -346,16 +346,6 @@ class ControlSettings(PlaneSettings):
             "stops accepting connections; still running after it, they are cancelled."
         ),
     )
-    keep_alive_s: int = Field(
-        default=75,
-        ge=1,
-        description=(
-            "How long an idle client connection stays open for its next request. Longer "
-            "than a load balancer's idle timeout (60 s on many), so the server never closes "
-            "a connection the client is reusing at that moment (a reset request); uvicorn's "
-            "own default is 5 s."
-        ),
-    )
     readiness_timeout_s: float = Field(
         default=2.0,
         gt=0,

@@ -354,16 +354,6 @@ class GatewaySettings(PlaneSettings):
             "(their clients see the stream end without [DONE]). Telemetry is flushed after."
         ),
     )
-    keep_alive_s: int = Field(
-        default=75,
-        ge=1,
-        description=(
-            "How long an idle client connection stays open for its next request. Longer "
-            "than a load balancer's idle timeout (60 s on many), so the server never closes "
-            "a connection the client is reusing at that moment (a reset request); uvicorn's "
-            "own default is 5 s."
-        ),
-    )
     ready_requires_fresh_snapshot: bool = Field(
         default=False,
         description=(

@@ -80,6 +80,17 @@ class PlaneSettings(BaseSettings):
 
     renamed: ClassVar[Mapping[str, str]] = {}
 
+    keep_alive_s: int = Field(
+        default=75,
+        ge=1,
+        description=(
+            "How long an idle client connection stays open for its next request. Longer "
+            "than a load balancer's idle timeout (60 s on many), so the server never closes "
+            "a connection the client is reusing at that moment (a reset request); uvicorn's "
+            "own default is 5 s."
+        ),
+    )
+
     def __init__(self, **values: Any) -> None:
         super().__init__(**self._route(_apply_renames(type(self), values)))
 
