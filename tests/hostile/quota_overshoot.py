@@ -84,7 +84,7 @@ async def measure(
             await asyncio.sleep(wave_gap_s)
     finally:
         for limiter in limiters:
-            await limiter.store.aclose()  # type: ignore[attr-defined]
+            await limiter.store.aclose()
     return Overshoot(
         replicas=replicas,
         requests=requests,

@@ -55,7 +55,7 @@ def test_heartbeat_that_changes_the_snapshot_is_published_on_redis(
     with committed_database.session() as s:
         pool_id = build_world(s).spec_pool.id
     client = redis.Redis.from_url(redis_url)
-    pubsub = client.pubsub()  # type: ignore[no-untyped-call]  # redis 8 leaves it untyped
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]  # untyped before redis 8.2
     pubsub.subscribe(SNAPSHOT_CHANNEL)
     try:
         assert pubsub.get_message(timeout=2)["type"] == "subscribe"
