@@ -153,6 +153,8 @@ class GuardedQuotaLimiter(ChargesByCost):
         """Replay the calls whose outcome is unknown (claimed before the await; put back
         when Redis fails again: replaying twice is harmless)."""
         outside = self._outside_of(tenant_id)
+        if not outside.unsure:
+            return
         now = self.local.clock()
         pending = [(op, until) for op, until in outside.unsure if now < until]
         outside.unsure = []

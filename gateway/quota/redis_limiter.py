@@ -33,10 +33,30 @@ from gateway.quota.limiter import (
 )
 from specwire import TenantSpec
 
+# Lua shared by the scripts below (prepended to each); KEYS[1] is the tenant's hash.
+# add: change a second's total by delta, never below 0, the hash living one window on;
+# record: name a booking, token -> value in that second's record hash, kept as long.
+_BOOKINGS_LUA = """
+local function add(second, delta, window)
+  local value = tonumber(redis.call('HINCRBYFLOAT', KEYS[1], second, delta))
+  if value < 0 then
+    redis.call('HSET', KEYS[1], second, '0')
+  end
+  redis.call('EXPIRE', KEYS[1], window + 1)
+end
+local function record(second, token, value, window)
+  local key = KEYS[1] .. ':r:' .. second
+  redis.call('HSET', key, token, value)
+  redis.call('EXPIRE', key, window + 1)
+end
+"""
+
 # KEYS[1] tenant hash; ARGV limit, window, reserve. Returns {used, retry_after, second}
 # as strings (Lua numbers returned to Redis are truncated to integers). An admitted
 # request's reserve is booked in the same script, so concurrent admissions see it.
-_ADMIT = """
+_ADMIT = (
+    _BOOKINGS_LUA
+    + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local limit = tonumber(ARGV[1])
@@ -72,21 +92,21 @@ local reserve = tonumber(ARGV[3])
 local token = ARGV[4]
 if used < limit and reserve > 0
     and (token == '' or redis.call('HEXISTS', KEYS[1] .. ':x', token) == 0) then
-  redis.call('HINCRBYFLOAT', KEYS[1], t[1], ARGV[3])
-  redis.call('EXPIRE', KEYS[1], window + 1)
+  add(t[1], ARGV[3], window)
   if token ~= '' then
-    local record = KEYS[1] .. ':r:' .. t[1]
-    redis.call('HSET', record, token, ARGV[3])
-    redis.call('EXPIRE', record, window + 1)
+    record(t[1], token, ARGV[3], window)
   end
 end
 return {tostring(used), tostring(retry), t[1]}
 """
+)
 
 # KEYS[1] tenant hash; ARGV second, delta, window, token. A reservation's second that
 # left the window is not touched, nor one whose token is gone (settled or cancelled);
 # a second never goes below 0.
-_SETTLE = """
+_SETTLE = (
+    _BOOKINGS_LUA
+    + """
 local t = redis.call('TIME')
 if tonumber(ARGV[1]) <= tonumber(t[1]) - tonumber(ARGV[3]) then
   return 0
@@ -94,32 +114,31 @@ end
 if ARGV[4] ~= '' and redis.call('HDEL', KEYS[1] .. ':r:' .. ARGV[1], ARGV[4]) == 0 then
   return 0
 end
-local value = tonumber(redis.call('HINCRBYFLOAT', KEYS[1], ARGV[1], ARGV[2]))
-if value < 0 then
-  redis.call('HSET', KEYS[1], ARGV[1], '0')
-end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]) + 1)
+add(ARGV[1], ARGV[2], tonumber(ARGV[3]))
 return 1
 """
+)
 
 # KEYS[1] tenant hash; ARGV cost, window, token.
-_CHARGE = """
+_CHARGE = (
+    _BOOKINGS_LUA
+    + """
 local t = redis.call('TIME')
-redis.call('HINCRBYFLOAT', KEYS[1], t[1], ARGV[1])
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]) + 1)
+add(t[1], ARGV[1], tonumber(ARGV[2]))
 if ARGV[3] ~= '' then
-  local record = KEYS[1] .. ':r:' .. t[1]
-  redis.call('HSET', record, ARGV[3], 'c')
-  redis.call('EXPIRE', record, tonumber(ARGV[2]) + 1)
+  record(t[1], ARGV[3], 'c', tonumber(ARGV[2]))
 end
 return 1
 """
+)
 
 # KEYS[1] tenant hash; ARGV[1] window, then per operation: kind, token, second, amount.
 # cancel: undo the admission booked under token, or leave a tombstone if none was;
 # charge: add amount now unless token was already charged; settle: add amount (the
 # delta) to second if the reservation's token is still there. Returns how many applied.
-_RECONCILE = """
+_RECONCILE = (
+    _BOOKINGS_LUA
+    + """
 local now = tonumber(redis.call('TIME')[1])
 local window = tonumber(ARGV[1])
 local cutoff = now - window
@@ -133,13 +152,6 @@ local function find(token)
   end
   return nil
 end
-local function adjust(second, delta)
-  local value = tonumber(redis.call('HINCRBYFLOAT', KEYS[1], second, delta))
-  if value < 0 then
-    redis.call('HSET', KEYS[1], second, '0')
-  end
-  redis.call('EXPIRE', KEYS[1], window + 1)
-end
 local applied = 0
 local tombstones = KEYS[1] .. ':x'
 for i = 2, #ARGV, 4 do
@@ -148,7 +160,7 @@ for i = 2, #ARGV, 4 do
     local s, record, value = find(token)
     if s then
       redis.call('HDEL', record, token)
-      adjust(s, -tonumber(value))
+      add(s, -tonumber(value), window)
       applied = applied + 1
     else
       redis.call('HSET', tombstones, token, now)
@@ -156,15 +168,13 @@ for i = 2, #ARGV, 4 do
     end
   elseif kind == 'charge' then
     if not find(token) then
-      adjust(now, amount)
-      local record = KEYS[1] .. ':r:' .. now
-      redis.call('HSET', record, token, 'c')
-      redis.call('EXPIRE', record, window + 1)
+      add(now, amount, window)
+      record(now, token, 'c', window)
       applied = applied + 1
     end
   elseif kind == 'settle' then
     if second > cutoff and redis.call('HDEL', KEYS[1] .. ':r:' .. second, token) == 1 then
-      adjust(second, amount)
+      add(second, amount, window)
       applied = applied + 1
     end
   end
@@ -177,6 +187,7 @@ for i = 1, #stones, 2 do
 end
 return applied
 """
+)
 
 
 @dataclass(frozen=True)
