@@ -203,12 +203,17 @@ class ExposureSettings(SettingsGroup):
             if origin == "*":
                 continue
             parts = urlsplit(origin)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
+            try:
+                port = f":{parts.port}" if parts.port else ""
+            except ValueError:  # not a number, or out of range
+                port = None
+            if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
                 raise ValueError(f"CORS origin {origin!r} is not scheme://host[:port] or *")
             if parts.path or parts.query or parts.fragment or parts.username:
                 # A browser's Origin never has these; such an entry would match nothing.
                 raise ValueError(
-                    f"CORS origin {origin!r} has a path: write {parts.scheme}://{parts.netloc}"
+                    f"CORS origin {origin!r} is more than an origin: write "
+                    f"{parts.scheme}://{parts.hostname}{port}"
                 )
         return origins
 

@@ -100,7 +100,14 @@ def test_cors_origins_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 @pytest.mark.parametrize(
-    "origin", ["https://app.example.com/", "app.example.com", "ftp://a.example", "https://"]
+    "origin",
+    [
+        "https://app.example.com/",
+        "app.example.com",
+        "ftp://a.example",
+        "https://",
+        "https://a.example:99999",
+    ],
 )
 def test_an_origin_a_browser_never_sends_is_refused(origin: str) -> None:
     with pytest.raises(ValidationError, match="CORS origin"):
