@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import httpx
 from fastapi import FastAPI
-from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
 from gateway.auth_guard import AuthGuard
+from gateway.cors import GatewayCORS
 from gateway.errors import register_error_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.engine_http import EngineClient
@@ -135,10 +135,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.control_client.aclose()
 
 
-CORS_EXPOSED_HEADERS = ["x-request-id", "x-specroute-decision", "retry-after"]
-"""Response headers a browser page may read (the rest of CORS' safelist aside)."""
-
-
 class GatewayApp(FastAPI):
     """FastAPI with the completion fast lane outermost.
 
@@ -150,18 +146,10 @@ class GatewayApp(FastAPI):
     def build_middleware_stack(self) -> ASGIApp:
         state: GatewayState | None = getattr(self.state, "gateway", None)
         lane: ASGIApp = CompletionFastLane(super().build_middleware_stack(), state)
-        origins = state.settings.exposure.cors_origins if state is not None else []
-        if not origins:
+        if state is None or not state.settings.exposure.cors_origins:
             return lane
         # Outside the lane, so streamed completions and typed errors get the headers too.
-        return CORSMiddleware(
-            lane,
-            allow_origins=origins,
-            allow_methods=["GET", "POST"],
-            allow_headers=["*"],
-            expose_headers=CORS_EXPOSED_HEADERS,
-            max_age=600,
-        )
+        return GatewayCORS(lane, state.settings.exposure.cors_origins, state.metrics)
 
 
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:

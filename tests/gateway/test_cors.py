@@ -1,7 +1,8 @@
 """CORS on a real gateway: off by default (no headers, a preflight is 405); with
 `cors_origins` set, a listed origin's preflight is answered and every answer to it,
 streamed completions and typed errors included, carries the headers a browser needs;
-an unlisted origin gets none. Bad origins are refused at start."""
+an unlisted origin gets none, and its preflight a typed 400 counted as a refusal.
+Bad origins are refused at start."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from engine.fake import FakeUpstream
 from gateway.settings import GatewaySettings
 from specwire import PolicySnapshot
 from tests.gateway.policy import TENANT_KEY, make_snapshot
+from tests.gateway.scrape import refusals
 from tests.gateway.server import run_gateway, serve_app
 
 APP = "https://app.example.com"
@@ -87,7 +89,19 @@ def test_a_listed_origin_gets_preflights_and_headers_on_every_answer(
         evil = "https://evil.example"
         refused = client.options("/v1/chat/completions", headers=PREFLIGHT | {"Origin": evil})
         assert refused.status_code == 400
+        assert refused.json()["error"] == {
+            "message": "CORS preflight refused: origin not allowed",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "cors_disallowed",
+        }
         assert "access-control-allow-origin" not in cors_headers(refused)
+        # A listed origin asking for a method the gateway does not take is refused too.
+        put = PREFLIGHT | {"Origin": APP, "Access-Control-Request-Method": "PUT"}
+        wrong_method = client.options("/v1/chat/completions", headers=put)
+        assert wrong_method.status_code == 400
+        assert wrong_method.json()["error"]["message"].endswith("method not allowed")
+        assert refusals(gw) == {("400", "cors_disallowed"): 2.0, ("401", "invalid_api_key"): 1.0}
         r = client.post("/v1/chat/completions", json=CHAT, headers=AUTH | {"Origin": evil})
         assert r.status_code == 200 and "access-control-allow-origin" not in cors_headers(r)
 
