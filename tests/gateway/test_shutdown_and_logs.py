@@ -3,7 +3,6 @@ within `shutdown_grace_s`, and `log_format=json` writes one JSON object per
 line carrying the request id. A real gateway process streams from a real (fake,
 fixed-pace) upstream server over loopback."""
 
-import http.client
 import json
 import os
 import signal
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from engine.fake import FakeUpstream
+from tests.fixtures.keep_alive import assert_kept_and_closed
 from tests.fixtures.ready import wait_ready
 from tests.gateway.policy import TENANT_KEY, make_snapshot, write_snapshot
 from tests.gateway.server import free_port, serve_app
@@ -170,18 +170,6 @@ def test_an_unknown_log_format_refuses_to_start(log_format: str) -> None:
     assert "log_format" in out.stderr
 
 
-def _get_on(conn: http.client.HTTPConnection) -> int:
-    """One GET /healthz on `conn`'s open connection: the status, 0 if the server had
-    closed it (http.client reopens only a connection it closed itself)."""
-    try:
-        conn.request("GET", "/healthz")
-        response = conn.getresponse()
-        response.read()
-        return response.status
-    except (http.client.HTTPException, OSError):
-        return 0
-
-
 def test_idle_connections_stay_open_for_keep_alive_s(tmp_path: Path) -> None:
     """75 s by default, so a load balancer's pooled connection (idle timeout 60 s on
     many) is never closed under it; uvicorn's own 5 s would be."""
@@ -195,16 +183,4 @@ def test_idle_connections_stay_open_for_keep_alive_s(tmp_path: Path) -> None:
             _,
         ),
     ):
-        conns = [
-            http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=5)
-            for url in (default_url, short_url)
-        ]
-        try:
-            assert [_get_on(c) for c in conns] == [200, 200]
-            time.sleep(6.0)  # past uvicorn's default of 5 s
-            kept, closed = (_get_on(c) for c in conns)
-            assert kept == 200, kept
-            assert closed == 0, closed
-        finally:
-            for c in conns:
-                c.close()
+        assert_kept_and_closed(default_url, short_url)
