@@ -83,6 +83,9 @@ def create_app(
         statement_timeout_ms=settings.database.statement_timeout_ms,
     )
     app = FastAPI(
+        # NOTE: a trailing slash is a typed 404, not a 307 to a URL built from what this
+        # process sees (http:// behind a TLS-terminating load balancer).
+        redirect_slashes=False,
         title="specroute control plane",
         version="1",
         description="Admin REST (pairs, pools, segments, rollouts, ...) and the internal API.",

@@ -163,6 +163,9 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             "development token. Never run this in production."
         )
     app = GatewayApp(
+        # NOTE: a trailing slash is a typed 404, not a 307 to a URL built from what this
+        # process sees (http:// behind a TLS-terminating load balancer).
+        redirect_slashes=False,
         title="specroute gateway",
         description="OpenAI-compatible front door with per-segment speculation routing.",
         lifespan=_lifespan,

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from gateway.decision.reasons import NOT_ROUTED_HEADER
-from specwire.errors import ErrorBody
+from specwire.errors import ErrorBody, not_found_message
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,8 @@ def register_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         err: GatewayError
         if exc.status_code == 404:
-            err = ModelNotFound(str(exc.detail), code="not_found")
+            message = not_found_message(request.url.path, str(exc.detail))
+            err = ModelNotFound(message, code="not_found")
         elif exc.status_code == 405:
             err = RequestValidationFailed(str(exc.detail), code="method_not_allowed")
         else:

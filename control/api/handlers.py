@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from control.api.errors import ControlErrorBody, ControlErrorDetail, FieldError
 from control.errors import ControlError, DependencyUnavailable
+from specwire.errors import not_found_message
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +118,13 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     type_, code = _HTTP_TYPES.get(exc.status_code, ("invalid_request_error", "http_error"))
-    return render(exc.status_code, str(exc.detail), type_, code, headers=dict(exc.headers or {}))
+    message = str(exc.detail)
+    if exc.status_code == 404:
+        message = not_found_message(request.url.path, message)
+    return render(exc.status_code, message, type_, code, headers=dict(exc.headers or {}))
 
 
 async def _integrity_error(_request: Request, exc: Exception) -> JSONResponse:

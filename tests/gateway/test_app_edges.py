@@ -323,6 +323,25 @@ def test_wrong_method_on_a_completion_path_is_a_typed_405(dead_gateway: GatewayS
     assert _error(resp)["code"] == "method_not_allowed"
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("POST", "/v1/chat/completions/"), ("POST", "/v1/completions/"), ("GET", "/healthz/")],
+)
+def test_a_trailing_slash_is_a_typed_404_not_a_redirect(
+    dead_gateway: GatewayServer, method: str, path: str
+) -> None:
+    # A 307 would send the client to the scheme and host this process sees: http://
+    # behind a TLS-terminating load balancer.
+    resp = httpx.request(method, dead_gateway.base_url + path, json=CHAT, headers=_auth())
+    assert resp.status_code == 404 and "location" not in resp.headers
+    assert _error(resp) == {
+        "message": f"Not Found: the API's paths have no trailing slash; use {path[:-1]}",
+        "type": "invalid_request_error",
+        "code": "not_found",
+        "param": None,
+    }
+
+
 def test_a_bug_in_the_request_path_is_a_typed_500_with_its_request_id(
     dead_gateway: GatewayServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

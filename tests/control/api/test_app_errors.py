@@ -25,6 +25,22 @@ def test_unknown_route_is_a_typed_404(
     assert body["error"]["code"] == "not_found"
 
 
+def test_a_trailing_slash_is_a_typed_404_not_a_redirect(
+    app_client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    response = app_client.get("/admin/v1/pairs/", headers=admin_headers, follow_redirects=False)
+    assert response.status_code == 404 and "location" not in response.headers
+    assert response.json()["error"] | {"details": None, "field_errors": None} == {
+        "message": "Not Found: the API's paths have no trailing slash; use /admin/v1/pairs",
+        "type": "not_found_error",
+        "code": "not_found",
+        "param": None,
+        "details": None,
+        "field_errors": None,
+    }
+    assert app_client.get("/admin/v1/pairs", headers=admin_headers).status_code == 200
+
+
 def test_wrong_method_is_a_typed_405(app_client: TestClient, admin_headers: dict[str, str]) -> None:
     response = app_client.put("/admin/v1/pairs", headers=admin_headers)
     assert response.status_code == 405
