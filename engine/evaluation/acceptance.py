@@ -20,6 +20,12 @@ else the run stops. Per label slices and each case's acceptance are not
 measured; the evaluation says `acceptance_source` `engine_counters` and its case
 results carry null drafts.
 
+A case that fails part way may have run steps the counters hold. With the cases run
+one at a time (`--concurrency 1`), `FailedCaseWork` reads the counters
+around each case and the failed cases' own steps and tokens are subtracted, so the
+aggregate is exactly the completed cases'; at higher concurrency the evaluation's
+note says their work, if any, is in the counters.
+
 The source is decided on the first case that completes, run alone before the
 others: its per-request metrics, else the counters read before it, else the
 command stops with `NoAcceptanceSource` naming the flag.
@@ -96,12 +102,65 @@ def settle(runs: list[CaseRun], source: str | None) -> list[CaseRun]:
     return [CaseRun.failed(missing) if r.error is None and r.histogram is None else r for r in runs]
 
 
-def counter_tally(before: SpecCounters, after: SpecCounters, k: int, cases: int) -> Tally:
-    """The run's acceptance histogram from the counters' difference."""
+@dataclasses.dataclass
+class FailedCaseWork:
+    """What the cases that failed moved the engine's counters by, each read around its
+    own run: a failed case can have run some steps before its error, which the run's
+    counters hold but no aggregate of the completed cases should. Only where the cases
+    run one at a time (`--concurrency 1`), so that nothing else moves them meanwhile.
+
+    `known` turns False where a failed case's counters could not be read (the engine
+    went away): its work is then in the counters, and the evaluation says so."""
+
+    engine_url: str
+    k: int
+    steps: int = 0
+    per_position: list[int] = dataclasses.field(default_factory=list)
+    generated: int = 0
+    failed: int = 0
+    known: bool = True
+    _before: EngineMetrics | None = None
+
+    def __post_init__(self) -> None:
+        self.per_position = self.per_position or [0] * self.k
+
+    def before(self) -> None:
+        self._before = read_metrics(self.engine_url)
+
+    def after(self, run: CaseRun) -> None:
+        if run.error is None:
+            return
+        self.failed += 1
+        after = read_metrics(self.engine_url)
+        start, end = usable_counters(self._before, self.k), usable_counters(after, self.k)
+        if start is None or end is None or self._before is None or after is None:
+            self.known = False
+            return
+        self.steps += end.num_drafts - start.num_drafts
+        for i in range(self.k):
+            self.per_position[i] += end.accepted_per_position[i] - start.accepted_per_position[i]
+        if self._before.generation_tokens is not None and after.generation_tokens is not None:
+            self.generated += after.generation_tokens - self._before.generation_tokens
+        else:
+            self.known = False
+
+
+def counter_tally(
+    before: SpecCounters,
+    after: SpecCounters,
+    k: int,
+    cases: int,
+    failed: FailedCaseWork | None = None,
+) -> Tally:
+    """The run's acceptance histogram from the counters' difference, less what the
+    failed cases moved them by where that is known."""
     steps = after.num_drafts - before.num_drafts
     per_position = [
         after.accepted_per_position[i] - before.accepted_per_position[i] for i in range(k)
     ]
+    if failed is not None and failed.known:
+        steps -= failed.steps
+        per_position = [n - f for n, f in zip(per_position, failed.per_position, strict=True)]
     if steps < 0 or any(n < 0 for n in per_position):
         raise EvaluationError(
             "the engine's spec-decode counters went backwards during the evaluation "
@@ -118,16 +177,25 @@ def counter_tally(before: SpecCounters, after: SpecCounters, k: int, cases: int)
 
 
 def check_only_these_cases(
-    before: EngineMetrics, after: EngineMetrics, runs: list[CaseRun]
+    before: EngineMetrics,
+    after: EngineMetrics,
+    runs: list[CaseRun],
+    failed: FailedCaseWork | None = None,
 ) -> str | None:
-    """Raise where the engine generated more tokens than the cases received (another
-    client shared it: the counters cover its requests too). A note where it cannot
-    tell (a case failed part way, or no generation counter), else None."""
+    """Raise where the engine generated more tokens than the completed cases received,
+    the failed cases' own work aside (another client shared it: the counters cover its
+    requests too). A note where it cannot tell (a case failed part way with its work
+    not read around it, or no generation counter), else None."""
     if before.generation_tokens is None or after.generation_tokens is None:
         return "the engine exports no vllm:generation_tokens_total: other traffic unchecked"
-    if any(r.error is not None for r in runs):
-        return "a case failed: its partial work, if any, is in the counters"
     generated = after.generation_tokens - before.generation_tokens
+    if any(r.error is not None for r in runs):
+        if failed is None or not failed.known:
+            return (
+                "a case failed: its partial work, if any, is in the counters "
+                "(--concurrency 1 reads it around each case and leaves it out)"
+            )
+        generated -= failed.generated
     received = sum(r.completion_tokens for r in runs)
     if generated > received:
         raise EvaluationError(

@@ -105,6 +105,7 @@ def evaluate(
     from engine.evaluation.acceptance import (
         ENGINE_COUNTERS,
         PER_REQUEST,
+        FailedCaseWork,
         SourceProbe,
         check_only_these_cases,
         counter_tally,
@@ -146,6 +147,13 @@ def evaluate(
             runs = {}
             metrics_before = read_metrics(engine_url)
             probe = SourceProbe(engine_url, k, usable_counters(metrics_before, k))
+            # One case at a time on a counting engine: each failed case's own work is
+            # read around it and left out of the counters' aggregate.
+            watch = (
+                FailedCaseWork(engine_url, k)
+                if concurrency == 1 and probe.counters is not None
+                else None
+            )
             metrics_after = None
             with Progress(console=console, transient=True) as progress:
                 for arm, (url, arm_k) in engines.items():
@@ -165,6 +173,7 @@ def evaluate(
                         concurrency=concurrency,
                         progress=advance,
                         probe=probe if arm == "spec" else None,
+                        watch=watch if arm == "spec" else None,
                     )
                     if arm == "spec":
                         metrics_after = read_metrics(engine_url)
@@ -185,8 +194,15 @@ def evaluate(
                         f"engine {engine_url} served its spec-decode counters before the "
                         "run and not after: no acceptance to report"
                     )
-                unchecked = check_only_these_cases(metrics_before, metrics_after, runs["spec"])
-                overall = counter_tally(probe.counters, counters_after, k, len(good.cases))
+                unchecked = check_only_these_cases(
+                    metrics_before, metrics_after, runs["spec"], watch
+                )
+                overall = counter_tally(probe.counters, counters_after, k, len(good.cases), watch)
+                if watch is not None and watch.failed and watch.known:
+                    unchecked = (
+                        f"the {watch.failed} failed cases' own {watch.steps} steps, read "
+                        "around each, left out"
+                    )
                 slices: dict[str, Tally] = {}
                 source_note = (
                     "the engine's vllm:spec_decode_* counters over the whole run (no "

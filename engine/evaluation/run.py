@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -239,6 +239,14 @@ def run_case(
     )
 
 
+class CaseWatch(Protocol):
+    """Called around each case of a run whose cases go one at a time."""
+
+    def before(self) -> None: ...
+
+    def after(self, run: CaseRun) -> None: ...
+
+
 def run_all(
     engine_url: str,
     cases: Cases,
@@ -249,12 +257,14 @@ def run_all(
     concurrency: int = 1,
     progress: Callable[[int], None] = lambda _n: None,
     probe: Callable[[CaseRun], None] | None = None,
+    watch: CaseWatch | None = None,
 ) -> list[CaseRun]:
     """Every case through the engine, `concurrency` at a time; results in case order.
     With `probe`, cases run one at a time until one completes, `probe` sees that run
     (and may raise, before the other cases run), then the rest run `concurrency` at
-    a time."""
+    a time. `watch`, only at concurrency 1, is called around every case."""
     assert concurrency >= 1, concurrency
+    assert watch is None or concurrency == 1, "a watch needs the cases one at a time"
     try:
         model = _served_model(engine_url)
     except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
@@ -265,6 +275,8 @@ def run_all(
     ):
 
         def one(item: tuple[dict[str, Any], Any]) -> CaseRun:
+            if watch is not None:
+                watch.before()
             try:
                 run = run_case(
                     engine,
@@ -281,6 +293,8 @@ def run_all(
                 # NOTE: a dropped connection or a garbled stream fails this case only; an
                 # engine that is gone fails every case, and the command says so.
                 run = CaseRun.failed(f"{type(exc).__name__}: {exc}")
+            if watch is not None:
+                watch.after(run)
             progress(1)
             return run
 

@@ -307,3 +307,42 @@ def test_counters_an_other_client_moved_stop_the_evaluation(setup: Setup) -> Non
     assert "the engine generated 128 tokens during the evaluation but its cases" in result.output
     assert "received 64: another client used it" in result.output
     assert _posted(setup) == []
+
+
+class PartlyRunFailure(FailingEngine):
+    """Fails the marked case after its engine ran 10 steps that accepted nothing and
+    generated 3 tokens: work the counters hold though no case completed with it."""
+
+    async def _fail(self, send: Any) -> None:
+        self.inner.drafts += 10
+        self.inner.draft_tokens += 30
+        self.inner.generated += 3
+        await super()._fail(send)
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_a_failed_cases_partial_work_is_left_out_of_the_counters_at_concurrency_1(
+    setup: Setup, concurrency: str
+) -> None:
+    fake = FakeUpstream(TOKENS, 0.001, "tiny", per_request_metrics=False, spec_counters=True)
+    engine = PartlyRunFailure(fake, "FAIL-ME", "event")
+    with serve_app(engine) as engine_url:
+        result = _evaluate(
+            setup, engine_url, "--max-failed-cases", "1", "--concurrency", concurrency
+        )
+    assert result.exit_code == 0, result.output
+    assert engine.failed == 1
+    (posted,) = _posted(setup)
+    assert (posted["acceptance_source"], posted["cases"]) == ("engine_counters", 3)
+    if concurrency == "1":
+        # The three completed cases' 8 steps each, every one accepting one draft in two.
+        assert posted["drafts"] == 24
+        assert posted["mean_acceptance_length"] == pytest.approx(1.5)
+        assert "the 1 failed cases' own 10 steps, read around each, left out" in result.output
+    else:
+        # In flight together, the failed case's steps cannot be told apart: they stay,
+        # and the evaluation says so.
+        assert posted["drafts"] == 34
+        assert posted["mean_acceptance_length"] == pytest.approx(1 + 12 / 34)
+        assert "its partial work, if any, is in the counters" in result.output
+        assert "--concurrency 1 reads it around each case" in result.output
