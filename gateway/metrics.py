@@ -369,8 +369,9 @@ class GatewayMetrics:
             "Sampled per-request records not shipped to control, by reason: window_cap (over "
             "telemetry_max_records_per_window), refusal_cap (a request refused before "
             "routing, over telemetry_max_refusal_records_per_window), invalid (a value past "
-            "the record contract's bounds). The request still counts in its telemetry window "
-            "if it was routed. Unit: records.",
+            "the record contract's bounds; checked only while the window has room, so a "
+            "record past the cap counts as window_cap). The request still counts in its "
+            "telemetry window if it was routed. Unit: records.",
             ["reason"],
             registry=r,
         )

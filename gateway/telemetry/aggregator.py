@@ -297,21 +297,45 @@ class TelemetryAggregator:
     def record(self, rec: RequestRecord) -> None:
         start = self.window_start_of(rec.finished_at)
         key: WindowKey = (rec.segment_id, rec.arm, rec.pair_version_id, rec.rollout_id)
-        try:
-            doc = record_doc(rec)
-        except ValueError:
-            # A value past the contract's bounds must not cost the request its accounting.
-            log.warning("request record %s does not fit the contract; not kept", rec.request_id)
-            doc = None
-            self._record_dropped("invalid")
+        # NOTE: the record's document is built (and validated) only while its window has
+        # room: past the cap it would be dropped anyway, and building it is a third of
+        # what recording a request costs. A record past the cap is then counted as
+        # window_cap whether or not it would have been valid.
+        room = self._has_room(start)
+        doc = self._doc(rec) if room else None
         with self._lock:
             window = self._window_for(start)
             acc = window.by_key.get(key)
             if acc is None:
                 acc = window.by_key[key] = _Accumulator()
             acc.add(rec)
+            if not room and self._room_in(window):
+                doc = self._doc(rec)  # its window was drained meanwhile: rare
+            elif not room:
+                window.records_dropped += 1
+                self._record_dropped("window_cap")
             if doc is not None:
                 self._keep(window, doc)
+
+    def _doc(self, rec: RequestRecord) -> RequestRecordDoc | None:
+        try:
+            return record_doc(rec)
+        except ValueError:
+            # A value past the contract's bounds must not cost the request its accounting.
+            log.warning("request record %s does not fit the contract; not kept", rec.request_id)
+            self._record_dropped("invalid")
+            return None
+
+    def _has_room(self, start: int) -> bool:
+        """Whether the window a record of `start` goes to keeps one more routed record,
+        read without the lock (`_keep` checks again under it)."""
+        if self._last_drained_start is not None and start <= self._last_drained_start:
+            start = self._last_drained_start + self.window_seconds
+        window = self._windows.get(start)
+        return window is None or self._room_in(window)
+
+    def _room_in(self, window: _Window) -> bool:
+        return len(window.records) - window.refusals_kept < self.max_records_per_window
 
     def record_pair(self, rec: PairRecord) -> None:
         """Count one paired output check on its rollout's spec-arm window (a greedy
@@ -359,7 +383,7 @@ class TelemetryAggregator:
         return window if window is not None else self._open_window(start)
 
     def _keep(self, window: _Window, doc: RequestRecordDoc) -> None:
-        if len(window.records) - window.refusals_kept < self.max_records_per_window:
+        if self._room_in(window):
             window.records.append(doc)
         else:
             window.records_dropped += 1
