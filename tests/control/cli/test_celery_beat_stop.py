@@ -16,7 +16,7 @@ import pytest
 
 from control.automation.celery_app import beat_schedule
 from control.settings import ControlSettings
-from tests.control.cli.beat_process import beat_process, read_until_started, terminate
+from tests.control.cli.celery_process import celery_process, read_until_started, terminate
 from tests.control.cli.sigterm_beat_app import CREATED
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,7 +42,7 @@ def _expected_entries(data_dir: Path) -> set[str]:
 
 @pytest.mark.parametrize("delay_s", [0.0, 0.03, 0.3, 1.5])
 def test_beat_stops_on_sigterm_after_starting(tmp_path: Path, delay_s: float) -> None:
-    with beat_process(_env(tmp_path), tmp_path) as proc:
+    with celery_process(_env(tmp_path), tmp_path) as proc:
         lines = read_until_started(proc)
         time.sleep(delay_s)
         signalled = time.monotonic()

@@ -7,13 +7,13 @@ import json
 import os
 from pathlib import Path
 
-from tests.control.cli.beat_process import beat_process, read_until_started, terminate
+from tests.control.cli.celery_process import celery_process, read_until_started, terminate
 
 
 def test_beat_logs_json_lines(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECROUTE_")}
     env |= {"SPECROUTE_LOG_FORMAT": "json", "SPECROUTE_DATA_DIR": str(tmp_path)}
-    with beat_process(env, tmp_path) as proc:
+    with celery_process(env, tmp_path) as proc:
         lines = read_until_started(proc)
         # SIGTERM stops beat in every phase of start-up (test_celery_beat_stop.py).
         rest = terminate(proc, 30)

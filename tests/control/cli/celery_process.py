@@ -1,6 +1,7 @@
-"""A `specroute beat` process for the tests: started with its output piped, read
-until it logs "beat: Starting", stopped with SIGTERM while its pipe is drained (a
-process that writes into a pipe nobody reads blocks once the pipe is full)."""
+"""A `specroute beat` (or `specroute worker`) process for the tests: started with its
+output piped, read until it logs that it started ("beat: Starting", a worker's
+"ready."), stopped with SIGTERM while its pipe is drained (a process that writes
+into a pipe nobody reads blocks once the pipe is full)."""
 
 import signal
 import subprocess
@@ -14,10 +15,12 @@ SPECROUTE = str(Path(sys.executable).parent / "specroute")
 
 
 @contextmanager
-def beat_process(env: dict[str, str], cwd: Path) -> Iterator["subprocess.Popen[str]"]:
-    """`specroute beat`, killed at the end if it is still running."""
+def celery_process(
+    env: dict[str, str], cwd: Path, command: str = "beat"
+) -> Iterator["subprocess.Popen[str]"]:
+    """`specroute beat` (or `command`), killed at the end if it is still running."""
     proc = subprocess.Popen(
-        [SPECROUTE, "beat"],
+        [SPECROUTE, command],
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,
@@ -32,12 +35,14 @@ def beat_process(env: dict[str, str], cwd: Path) -> Iterator["subprocess.Popen[s
             proc.communicate(timeout=30)
 
 
-def read_until_started(proc: "subprocess.Popen[str]", timeout_s: float = 60.0) -> list[str]:
-    """The non-blank lines beat wrote up to and including "beat: Starting"."""
+def read_until_started(
+    proc: "subprocess.Popen[str]", timeout_s: float = 60.0, marker: str = "beat: Starting"
+) -> list[str]:
+    """The non-blank lines the process wrote up to and including `marker`."""
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout_s
-    while not any("beat: Starting" in line for line in lines):
+    while not any(marker in line for line in lines):
         assert time.monotonic() < deadline, lines
         line = proc.stdout.readline()
         assert line or proc.poll() is None, lines
