@@ -575,7 +575,13 @@ def next_stage_evidence(arms: Arms) -> tuple[NextStage | None, Missing]:
     if readable is not None and load_next > readable[1]:
         reachable_share = flow.share_for(readable[1])
     advice = next_stage_advice(
-        plan, load_next, speedup, readable, reachable_share, min_samples=arms.t.min_samples
+        plan,
+        load_next,
+        speedup,
+        readable,
+        reachable_share,
+        min_samples=arms.t.min_samples,
+        min_block_requests=arms.t.min_block_requests,
     )
     next_stage = NextStage(
         target=plan.target,
@@ -603,6 +609,7 @@ def next_stage_advice(
     reachable_share: float | None,
     *,
     min_samples: int,
+    min_block_requests: int,
 ) -> str | None:
     """Why the next stage cannot be judged yet, and what would make it judgeable."""
     where = (
@@ -633,7 +640,14 @@ def next_stage_advice(
             f"baseline pool's requests to fewer workers, so that its load reaches "
             f"{load_next:.1f}"
         )
-    have = speedup.spec_requests if speedup else 0
+    if speedup is None:
+        # NOTE: the stage's requests count only once they fill a block (min_block_requests
+        # on each arm): "0 spec requests" read as no traffic at all.
+        return (
+            f"not enough evidence at the {plan.target}'s load yet: {where}; no block of "
+            f"this stage has {min_block_requests} requests on each arm yet"
+        )
+    have = speedup.spec_requests
     if have < min_samples:
         return (
             f"not enough evidence at the {plan.target}'s load yet: {where}; this stage "
