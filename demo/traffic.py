@@ -11,7 +11,10 @@ queued, so the offered load stays the one asked for.
 
 Each request streams, so the client sees time to first token and time per
 output token itself; the arm comes from the gateway's `x-specroute-decision`
-header. The `user` field spreads requests over sticky cohorts.
+header. The `user` field spreads requests over sticky cohorts. Requests carry no
+sampling seed: the gateway sends a seeded request at temperature > 0 to the baseline
+arm (`seed_not_reproducible`), which would leave a sampled segment's canary without
+spec traffic.
 """
 
 import asyncio
@@ -132,11 +135,9 @@ class TrafficGenerator:
         counters = self.counters[seg.name]
         rng = self._rngs[seg.name]
         next_at = rng.expovariate(rate)
-        n = 0  # the arrival's index: its sampling seed, whatever was shed before it
         while next_at < duration_s:
             await asyncio.sleep(max(0.0, next_at - self.elapsed()))
             # NOTE: drawn before the shed check, so shedding never shifts the schedule.
-            n += 1
             prompt = seg.prompts[rng.randrange(len(seg.prompts))]
             user = f"{seg.name}-user-{rng.randrange(seg.users)}"
             if counters.in_flight >= seg.max_in_flight:
@@ -144,12 +145,12 @@ class TrafficGenerator:
             else:
                 counters.sent += 1
                 counters.in_flight += 1
-                task = asyncio.create_task(self._one(seg, prompt, user, n))
+                task = asyncio.create_task(self._one(seg, prompt, user))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             next_at += rng.expovariate(rate)
 
-    async def _one(self, seg: SegmentPlan, prompt: str, user: str, n: int) -> None:
+    async def _one(self, seg: SegmentPlan, prompt: str, user: str) -> None:
         started = time.monotonic()
         started_s = started - self._t0
         decision: dict[str, str] = {}
@@ -161,7 +162,6 @@ class TrafficGenerator:
                 prompt=prompt,
                 max_tokens=seg.max_tokens,
                 temperature=seg.temperature,
-                seed=n if seg.temperature > 0 else None,
                 user=user,
                 stream=True,
                 stream_options={"include_usage": True},

@@ -1,9 +1,11 @@
 """What the policy benchmark needs from demo.traffic: one seeded schedule whatever was
-shed, and the per-segment override header on the wire. The server is a real socket
+shed, the per-segment override header on the wire, and no sampling seed in a body (the
+gateway sends a seeded sampled request to the baseline arm). The server is a real socket
 that reads each request's head and never answers, so every request stays in flight
 and the concurrency bound sheds."""
 
 import asyncio
+import json
 
 from demo.plan import SegmentPlan
 from demo.traffic import TrafficGenerator
@@ -14,6 +16,7 @@ class SilentServer:
 
     def __init__(self) -> None:
         self.heads: list[dict[str, str]] = []
+        self.bodies: list[dict[str, object]] = []
         self.url = ""
         self._server: asyncio.Server | None = None
 
@@ -21,9 +24,12 @@ class SilentServer:
         try:
             raw = await reader.readuntil(b"\r\n\r\n")
             lines = raw.decode().split("\r\n")[1:]
-            self.heads.append(
-                {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines) if k}
-            )
+            head = {
+                k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines) if k
+            }
+            self.heads.append(head)
+            body = await reader.readexactly(int(head.get("content-length", "0")))
+            self.bodies.append(json.loads(body) if body else {})
             await reader.read()  # until the client gives up
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -44,7 +50,7 @@ class SilentServer:
 def _segments(max_in_flight: int) -> list[SegmentPlan]:
     return [
         SegmentPlan("code", "code", "acme", 0.0, ("a", "b"), 8, 30.0, max_in_flight, 4),
-        SegmentPlan("labels", "classify", "acme", 0.0, ("c",), 2, 30.0, max_in_flight, 4),
+        SegmentPlan("labels", "classify", "acme", 0.8, ("c",), 2, 30.0, max_in_flight, 4),
     ]
 
 
@@ -79,3 +85,11 @@ async def test_shedding_does_not_shift_the_schedule_and_headers_reach_the_wire()
     for head in silent.heads:
         override = head.get("x-specroute-speculation")
         assert override == ("on" if head["x-specroute-task"] == "code" else None)
+    # A sampled segment (labels, temperature 0.8) sends no seed, as a greedy one.
+    sampled = [
+        b
+        for b, h in zip(silent.bodies, silent.heads, strict=True)
+        if h["x-specroute-task"] == "classify"
+    ]
+    assert sampled and {b["temperature"] for b in sampled} == {0.8}
+    assert all("seed" not in b for b in silent.bodies)
