@@ -216,7 +216,7 @@ def _print_urls(stack: DemoStack) -> None:
 
 
 def demo(
-    duration: float = typer.Option(300.0, "--duration", min=10, help="Seconds of traffic."),
+    duration: float = typer.Option(360.0, "--duration", min=10, help="Seconds of traffic."),
     data_dir: Path = typer.Option(
         Path("data/demo"), "--data-dir", help="Demo state, logs and report (wiped per run)."
     ),

@@ -57,3 +57,15 @@ def terminate(proc: "subprocess.Popen[str]", timeout_s: float) -> str:
     proc.send_signal(signal.SIGTERM)
     rest, _ = proc.communicate(timeout=timeout_s)
     return rest
+
+
+def stop_after_start(
+    proc: "subprocess.Popen[str]", delay_s: float, bound_s: float, marker: str = "beat: Starting"
+) -> tuple[str, float]:
+    """Read until `marker`, wait `delay_s`, SIGTERM: all the process wrote, and the
+    seconds from the signal to its exit (within `bound_s`)."""
+    lines = read_until_started(proc, marker=marker)
+    time.sleep(delay_s)
+    signalled = time.monotonic()
+    rest = terminate(proc, bound_s)
+    return "".join(lines) + rest, time.monotonic() - signalled

@@ -9,14 +9,13 @@ import os
 import shelve
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from control.automation.celery_app import beat_schedule
 from control.settings import ControlSettings
-from tests.control.cli.celery_process import celery_process, read_until_started, terminate
+from tests.control.cli.celery_process import celery_process, stop_after_start
 from tests.control.cli.sigterm_beat_app import CREATED
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,14 +42,10 @@ def _expected_entries(data_dir: Path) -> set[str]:
 @pytest.mark.parametrize("delay_s", [0.0, 0.03, 0.3, 1.5])
 def test_beat_stops_on_sigterm_after_starting(tmp_path: Path, delay_s: float) -> None:
     with celery_process(_env(tmp_path), tmp_path) as proc:
-        lines = read_until_started(proc)
-        time.sleep(delay_s)
-        signalled = time.monotonic()
-        rest = terminate(proc, STOP_BOUND_S)
-        stopped_s = time.monotonic() - signalled
-    assert proc.returncode == 0, "".join(lines) + rest
+        out, stopped_s = stop_after_start(proc, delay_s, STOP_BOUND_S)
+    assert proc.returncode == 0, out
     assert stopped_s < STOP_BOUND_S
-    assert "Traceback" not in rest and "corrupted" not in rest, rest
+    assert "Traceback" not in out and "corrupted" not in out, out
     assert _stored_entries(tmp_path) == _expected_entries(tmp_path)
 
 

@@ -5,12 +5,11 @@ no traceback, whether the signal lands as it reports ready or once it is idle.
 ends the process at once with Python's default action: nothing has started then.)"""
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.control.cli.celery_process import celery_process, read_until_started, terminate
+from tests.control.cli.celery_process import celery_process, stop_after_start
 
 # A warm shutdown takes 2-7 s on this machine (the embedded broker's poll); the bound
 # leaves room for a loaded CI.
@@ -22,11 +21,7 @@ def test_worker_stops_on_sigterm_after_it_is_ready(tmp_path: Path, delay_s: floa
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECROUTE_")}
     env |= {"SPECROUTE_DATA_DIR": str(tmp_path)}
     with celery_process(env, tmp_path, command="worker") as proc:
-        lines = read_until_started(proc, marker=" ready.")
-        time.sleep(delay_s)
-        signalled = time.monotonic()
-        rest = terminate(proc, STOP_BOUND_S)
-        stopped_s = time.monotonic() - signalled
-    assert proc.returncode == 0, "".join(lines) + rest
+        out, stopped_s = stop_after_start(proc, delay_s, STOP_BOUND_S, marker=" ready.")
+    assert proc.returncode == 0, out
     assert stopped_s < STOP_BOUND_S
-    assert "Traceback" not in rest, rest
+    assert "Traceback" not in out, out
