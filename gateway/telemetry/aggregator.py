@@ -312,8 +312,7 @@ class TelemetryAggregator:
             if not room and self._room_in(window):
                 doc = self._doc(rec)  # its window was drained meanwhile: rare
             elif not room:
-                window.records_dropped += 1
-                self._record_dropped("window_cap")
+                self._drop_past_cap(window)
             if doc is not None:
                 self._keep(window, doc)
 
@@ -329,9 +328,7 @@ class TelemetryAggregator:
     def _has_room(self, start: int) -> bool:
         """Whether the window a record of `start` goes to keeps one more routed record,
         read without the lock (`_keep` checks again under it)."""
-        if self._last_drained_start is not None and start <= self._last_drained_start:
-            start = self._last_drained_start + self.window_seconds
-        window = self._windows.get(start)
+        window = self._windows.get(self._open_start(start))
         return window is None or self._room_in(window)
 
     def _room_in(self, window: _Window) -> bool:
@@ -375,19 +372,29 @@ class TelemetryAggregator:
                 window.records_dropped += 1
                 self._record_dropped("refusal_cap")
 
-    def _window_for(self, start: int) -> _Window:
+    def _open_start(self, start: int) -> int:
+        """The start of the window a record of `start` goes to: a window already drained
+        is closed, so its late records go to the first one after it."""
         if self._last_drained_start is not None and start <= self._last_drained_start:
-            start = self._last_drained_start + self.window_seconds
+            return self._last_drained_start + self.window_seconds
+        return start
+
+    def _window_for(self, start: int) -> _Window:
+        opened = self._open_start(start)
+        if opened != start:
             self.late_records += 1
-        window = self._windows.get(start)
-        return window if window is not None else self._open_window(start)
+        window = self._windows.get(opened)
+        return window if window is not None else self._open_window(opened)
 
     def _keep(self, window: _Window, doc: RequestRecordDoc) -> None:
         if self._room_in(window):
             window.records.append(doc)
         else:
-            window.records_dropped += 1
-            self._record_dropped("window_cap")
+            self._drop_past_cap(window)
+
+    def _drop_past_cap(self, window: _Window) -> None:
+        window.records_dropped += 1
+        self._record_dropped("window_cap")
 
     def _record_dropped(self, reason: str) -> None:
         self.dropped_request_records += 1
