@@ -110,10 +110,10 @@ class FailedCaseWork:
     run one at a time (`--concurrency 1`), so that nothing else moves them meanwhile.
 
     `known` turns False where a failed case's counters could not be read (the engine
-    went away): its work is then in the counters, and the evaluation says so."""
+    went away): its work is then in the counters, and the evaluation says so. Once
+    `probe` has read acceptance from the cases' own metrics, nothing is read."""
 
-    engine_url: str
-    k: int
+    probe: SourceProbe
     steps: int = 0
     per_position: list[int] = dataclasses.field(default_factory=list)
     generated: int = 0
@@ -122,22 +122,24 @@ class FailedCaseWork:
     _before: EngineMetrics | None = None
 
     def __post_init__(self) -> None:
-        self.per_position = self.per_position or [0] * self.k
+        self.per_position = self.per_position or [0] * self.probe.k
 
     def before(self) -> None:
-        self._before = read_metrics(self.engine_url)
+        if self.probe.source != PER_REQUEST:
+            self._before = read_metrics(self.probe.engine_url)
 
     def after(self, run: CaseRun) -> None:
-        if run.error is None:
+        if run.error is None or self.probe.source == PER_REQUEST:
             return
         self.failed += 1
-        after = read_metrics(self.engine_url)
-        start, end = usable_counters(self._before, self.k), usable_counters(after, self.k)
+        k = self.probe.k
+        after = read_metrics(self.probe.engine_url)
+        start, end = usable_counters(self._before, k), usable_counters(after, k)
         if start is None or end is None or self._before is None or after is None:
             self.known = False
             return
         self.steps += end.num_drafts - start.num_drafts
-        for i in range(self.k):
+        for i in range(k):
             self.per_position[i] += end.accepted_per_position[i] - start.accepted_per_position[i]
         if self._before.generation_tokens is not None and after.generation_tokens is not None:
             self.generated += after.generation_tokens - self._before.generation_tokens

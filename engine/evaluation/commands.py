@@ -150,9 +150,7 @@ def evaluate(
             # One case at a time on a counting engine: each failed case's own work is
             # read around it and left out of the counters' aggregate.
             watch = (
-                FailedCaseWork(engine_url, k)
-                if concurrency == 1 and probe.counters is not None
-                else None
+                FailedCaseWork(probe) if concurrency == 1 and probe.counters is not None else None
             )
             metrics_after = None
             with Progress(console=console, transient=True) as progress:

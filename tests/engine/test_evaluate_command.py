@@ -346,3 +346,28 @@ def test_a_failed_cases_partial_work_is_left_out_of_the_counters_at_concurrency_
         assert posted["mean_acceptance_length"] == pytest.approx(1 + 12 / 34)
         assert "its partial work, if any, is in the counters" in result.output
         assert "--concurrency 1 reads it around each case" in result.output
+
+
+class CountingMetrics:
+    """The fake engine, counting the GETs of its /metrics."""
+
+    def __init__(self, inner: FakeUpstream) -> None:
+        self.inner = inner
+        self.metrics_reads = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/metrics":
+            self.metrics_reads += 1
+        await self.inner(scope, receive, send)
+
+
+def test_per_request_metrics_need_no_counter_reads_around_each_case(setup: Setup) -> None:
+    fake = FakeUpstream(TOKENS, 0.001, "tiny", per_request_metrics=True, spec_counters=True)
+    engine = CountingMetrics(fake)
+    with serve_app(engine) as engine_url:
+        result = _evaluate(setup, engine_url, "--concurrency", "1")
+    assert result.exit_code == 0, result.output
+    assert _posted(setup)[0]["acceptance_source"] == "per_request"
+    # Before and after the run only; the first case, run before the source is known,
+    # is read around as well.
+    assert engine.metrics_reads == 3
